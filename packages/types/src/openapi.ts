@@ -949,7 +949,7 @@ export interface components {
             };
         };
         /**
-         * @description `rate_limited`: this key's request rate is over its limit; or, on submission,
+         * @description `rate_limited`: this key's submission rate is over its limit; or
          *     `too_many_active_tasks`: the account already has the maximum number of queued and
          *     processing tasks. `Retry-After` says when to try again.
          */
@@ -965,8 +965,8 @@ export interface components {
                 "application/json": components["schemas"]["TooManyRequestsError"];
             };
         };
-        /** @description `rate_limited`: this key's read rate is over its limit. `Retry-After` says when to try again. */
-        ReadRateLimited: {
+        /** @description `rate_limited`: this key's request rate is over its limit (reads and cancels share the read budget). `Retry-After` says when to try again. */
+        RateLimited: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
@@ -1119,7 +1119,7 @@ export interface operations {
             400: components["responses"]["InvalidQuery"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            429: components["responses"]["ReadRateLimited"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1229,7 +1229,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["TaskNotFound"];
-            429: components["responses"]["ReadRateLimited"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1273,7 +1273,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["TaskNotFound"];
             409: components["responses"]["InvalidState"];
-            429: components["responses"]["SubmitTooManyRequests"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -1308,7 +1308,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            429: components["responses"]["ReadRateLimited"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
