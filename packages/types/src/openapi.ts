@@ -398,13 +398,16 @@ export interface components {
              *     `vidgen-1.5-pro` accepts at most 2, images only.
              */
             mediaUrls?: components["schemas"]["MediaUrl"][];
-            aspectRatio?: components["schemas"]["AspectRatio"];
+            /** @default 16:9 */
+            aspectRatio: components["schemas"]["AspectRatio"];
             /**
              * @description Seconds of video. `vidgen-2.0` and `vidgen-2.0-fast`, 4–15; `vidgen-1.5-pro`, 5 or 10. Default 5.
+             * @default 5
              * @example 5
              */
-            duration?: number;
-            resolution?: components["schemas"]["Resolution"];
+            duration: number;
+            /** @default 720p */
+            resolution: components["schemas"]["Resolution"];
             webhookUrl?: components["schemas"]["WebhookUrl"];
             metadata?: components["schemas"]["Metadata"];
         } & unknown;

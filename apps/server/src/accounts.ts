@@ -1,0 +1,39 @@
+/** Account and key operations shared by the operator CLI and the development bootstrap. */
+import { randomBytes } from 'node:crypto';
+import { newAccountId, newKeyId } from './domain/ids.js';
+import { apiKeyHint, generateApiKey, hashApiKey, type KeyMode, type Scope } from './domain/keys.js';
+import type { ApiKeyRecord, Store } from './store/store.js';
+
+export const newWebhookSecret = () => `whsec_${randomBytes(24).toString('base64')}`;
+
+export async function createAccount(store: Store, input: { name: string; credits: number; now: Date }) {
+  return store.createAccount({ id: newAccountId(input.now), name: input.name, webhookSecret: newWebhookSecret(), openingGrant: input.credits, now: input.now });
+}
+
+/** Issues a key; the plain key is returned once and never stored. */
+export async function issueApiKey(
+  store: Store,
+  input: { accountId: string; mode: KeyMode; scopes: Scope[]; name: string | null; expiresAt: Date | null; now: Date },
+): Promise<{ key: string; record: ApiKeyRecord }> {
+  const key = generateApiKey(input.mode);
+  const record = await store.createApiKey({
+    id: newKeyId(input.now),
+    accountId: input.accountId,
+    hash: hashApiKey(key),
+    hint: apiKeyHint(key),
+    mode: input.mode,
+    scopes: input.scopes,
+    name: input.name,
+    createdAt: input.now,
+    expiresAt: input.expiresAt,
+  });
+  return { key, record };
+}
+
+/** On an empty store, a development account with credits and a key, for a first local start. */
+export async function bootstrapDevelopmentAccount(store: Store, credits: number, now: Date): Promise<{ accountId: string; key: string } | undefined> {
+  if ((await store.countAccounts()) > 0) return undefined;
+  const account = await createAccount(store, { name: 'development', credits, now });
+  const { key } = await issueApiKey(store, { accountId: account.id, mode: 'test', scopes: ['tasks:read', 'tasks:write'], name: 'development', expiresAt: null, now });
+  return { accountId: account.id, key };
+}

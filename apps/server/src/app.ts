@@ -1,0 +1,61 @@
+/**
+ * createApp(deps) builds the Hono app from one bag of dependencies and listens
+ * on nothing; `main.ts` serves it, tests call `app.request()`.
+ */
+import { Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { AppEnv } from './http/context.js';
+import type { AppDeps } from './http/deps.js';
+import { ApiError } from './http/errors.js';
+import { createMetrics } from './http/metrics.js';
+import { observe } from './http/middleware.js';
+import { registerGenerationRoutes } from './http/routes/generations.js';
+import { registerModelRoutes } from './http/routes/models.js';
+import { registerServiceRoutes } from './http/routes/service.js';
+import { specOperations } from './http/spec.js';
+
+export type { AppDeps } from './http/deps.js';
+
+export function createApp(deps: AppDeps): Hono<AppEnv> {
+  deps = { ...deps, metrics: deps.metrics ?? createMetrics(deps.store, { processMetrics: false }) };
+  const app = new Hono<AppEnv>();
+  app.use('*', observe({ ...deps, metrics: deps.metrics! }));
+
+  registerServiceRoutes(app, deps);
+  registerModelRoutes(app, deps);
+  registerGenerationRoutes(app, deps);
+
+  // A known path with a method the spec does not give it: 405 with Allow.
+  const methodsByPath = new Map<string, string[]>();
+  for (const op of specOperations) {
+    const path = op.path.replace(/\{(\w+)\}/g, ':$1');
+    methodsByPath.set(path, [...(methodsByPath.get(path) ?? []), op.method]);
+  }
+  for (const [path, methods] of methodsByPath) {
+    const allow = [...new Set([...methods, ...(methods.includes('GET') ? ['HEAD'] : [])])].join(', ');
+    app.all(path, () => {
+      throw new ApiError('method_not_allowed', `this path supports ${allow}`, undefined, { Allow: allow });
+    });
+  }
+
+  app.notFound((c) => {
+    const error = new ApiError('not_found', `no route ${c.req.method} ${c.req.path}`);
+    return c.json(error.toBody(), 404);
+  });
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) {
+      for (const [name, value] of Object.entries(err.headers)) c.header(name, value);
+      return c.json(err.toBody(), err.status as 400);
+    }
+    if (err instanceof HTTPException && err.status < 500) {
+      const error = new ApiError('invalid_request', err.message || 'the request is invalid');
+      return c.json(error.toBody(), 400);
+    }
+    deps.logger.error({ err, correlationId: c.get('correlationId') }, 'unexpected error');
+    const error = new ApiError('internal_error', `an unexpected error occurred; correlation id ${c.get('correlationId')}`);
+    return c.json(error.toBody(), 500);
+  });
+
+  return app;
+}

@@ -1,0 +1,178 @@
+/**
+ * The operator command line: `pnpm vidgen <command>` from the repository root.
+ * It opens the same store as the server (VIDGEN_DATA_DIR / VIDGEN_DATABASE_URL).
+ * `--json` prints machine-readable output. Exit codes: 0 done, 1 not found or
+ * refused, 2 usage or configuration error.
+ */
+import { parseArgs } from 'node:util';
+import { createAccount, issueApiKey } from '../accounts.js';
+import { ConfigError, loadConfig } from '../config.js';
+import { isScope, SCOPES, type KeyMode, type Scope } from '../domain/keys.js';
+import { toTaskResource } from '../domain/task-view.js';
+import { systemClock } from '../interfaces.js';
+import { openStore } from '../store/open.js';
+import type { Store } from '../store/store.js';
+
+const USAGE = `usage: vidgen <command> [options] [--json]
+
+  accounts create --name NAME [--credits N]       create an account (opening grant N credits)
+  accounts list                                   list accounts and balances
+  keys create --account ID [--scopes S,S] [--mode live|test] [--expires-in-days N] [--name NAME]
+                                                  issue an API key (printed once)
+  keys list --account ID                          list an account's keys (hints only)
+  keys revoke KEY_ID                              revoke a key
+  credits grant --account ID --amount N [--note TEXT]
+                                                  add credits (a ledger entry)
+  ledger --account ID                             the account's ledger and balance audit
+  tasks show REQUEST_ID                           a task of any account
+`;
+
+class UsageError extends Error {}
+class NotFound extends Error {}
+
+const options = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  name: { type: 'string' },
+  credits: { type: 'string' },
+  account: { type: 'string' },
+  scopes: { type: 'string' },
+  mode: { type: 'string' },
+  'expires-in-days': { type: 'string' },
+  amount: { type: 'string' },
+  note: { type: 'string' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>['values'];
+
+function required(values: Values, name: keyof Values): string {
+  const value = values[name];
+  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function wholeNumber(raw: string, name: string, min: number): number {
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < min) throw new UsageError(`--${name} must be a whole number ≥ ${min}`);
+  return value;
+}
+
+const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
+async function run(store: Store, positionals: string[], values: Values): Promise<{ json: unknown; text: string }> {
+  const now = systemClock.now();
+  const [group, action, argument] = positionals;
+  const command = `${group ?? ''} ${action ?? ''}`.trim();
+
+  switch (command) {
+    case 'accounts create': {
+      const credits = values.credits ? wholeNumber(values.credits, 'credits', 0) : 0;
+      const account = await createAccount(store, { name: required(values, 'name'), credits, now });
+      return { json: { ...account, createdAt: iso(account.createdAt) }, text: `created account ${account.id} (${account.name}) with ${account.balance} credits` };
+    }
+    case 'accounts list': {
+      const accounts = await store.listAccounts();
+      return {
+        json: accounts.map((a) => ({ ...a, createdAt: iso(a.createdAt) })),
+        text: accounts.map((a) => `${a.id}  ${a.name}  ${a.balance} credits`).join('\n') || 'no accounts',
+      };
+    }
+    case 'keys create': {
+      const accountId = required(values, 'account');
+      if (!(await store.getAccount(accountId))) throw new NotFound(`no account ${accountId}`);
+      const scopes = (values.scopes ?? SCOPES.join(',')).split(',').map((s) => s.trim());
+      const unknown = scopes.filter((s) => !isScope(s));
+      if (unknown.length || scopes.length === 0) throw new UsageError(`--scopes must be among ${SCOPES.join(', ')}`);
+      const mode = (values.mode ?? 'live') as KeyMode;
+      if (mode !== 'live' && mode !== 'test') throw new UsageError('--mode must be live or test');
+      const days = values['expires-in-days'] ? wholeNumber(values['expires-in-days'], 'expires-in-days', 1) : undefined;
+      const expiresAt = days ? new Date(now.getTime() + days * 86_400_000) : null;
+      const { key, record } = await issueApiKey(store, { accountId, mode, scopes: scopes as Scope[], name: values.name ?? null, expiresAt, now });
+      return {
+        json: { id: record.id, accountId, key, scopes: record.scopes, mode, expiresAt: iso(expiresAt) },
+        text: `issued key ${record.id} for ${accountId} (${record.scopes.join(' ')}${expiresAt ? `, expires ${expiresAt.toISOString()}` : ''})\n\n    ${key}\n\nIt is shown once; only its hash is stored.`,
+      };
+    }
+    case 'keys list': {
+      const keys = await store.listApiKeys(required(values, 'account'));
+      return {
+        json: keys.map((k) => ({ ...k, createdAt: iso(k.createdAt), expiresAt: iso(k.expiresAt), revokedAt: iso(k.revokedAt) })),
+        text:
+          keys
+            .map((k) => `${k.id}  ${k.hint}  ${k.scopes.join(' ')}${k.revokedAt ? '  revoked' : ''}${k.expiresAt ? `  expires ${k.expiresAt.toISOString()}` : ''}`)
+            .join('\n') || 'no keys',
+      };
+    }
+    case 'keys revoke': {
+      if (!argument) throw new UsageError('keys revoke needs a KEY_ID');
+      const key = await store.revokeApiKey({ id: argument, now });
+      if (!key) throw new NotFound(`no key ${argument}`);
+      return { json: { id: key.id, revokedAt: iso(key.revokedAt) }, text: `revoked ${key.id}` };
+    }
+    case 'credits grant': {
+      const accountId = required(values, 'account');
+      const amount = wholeNumber(required(values, 'amount'), 'amount', 1);
+      const account = await store.grantCredits({ accountId, amount, note: values.note ?? null, now });
+      if (!account) throw new NotFound(`no account ${accountId}`);
+      return { json: { accountId, granted: amount, balance: account.balance }, text: `granted ${amount} credits to ${accountId}; balance ${account.balance}` };
+    }
+    case 'ledger': {
+      const accountId = required(values, 'account');
+      const audit = await store.auditBalance(accountId);
+      if (!audit) throw new NotFound(`no account ${accountId}`);
+      const entries = await store.listLedger(accountId);
+      const consistent = audit.balance === audit.ledgerSum;
+      return {
+        json: { accountId, balance: audit.balance, ledgerSum: audit.ledgerSum, consistent, entries: entries.map((e) => ({ ...e, createdAt: iso(e.createdAt) })) },
+        text: [
+          ...entries.map((e) => `${e.createdAt.toISOString()}  ${e.kind.padEnd(6)}  ${String(e.amount).padStart(8)}  ${e.taskId ?? ''}  ${e.note ?? ''}`.trimEnd()),
+          `balance ${audit.balance}; ledger sum ${audit.ledgerSum}${consistent ? '' : '  INCONSISTENT'}`,
+        ].join('\n'),
+      };
+    }
+    case 'tasks show': {
+      if (!argument) throw new UsageError('tasks show needs a REQUEST_ID');
+      const task = await store.findTask(argument);
+      if (!task) throw new NotFound(`no task ${argument}`);
+      const resource = { ...toTaskResource(task), accountId: task.accountId, webhookUrl: task.webhookUrl };
+      return { json: resource, text: JSON.stringify(resource, null, 2) };
+    }
+    default:
+      throw new UsageError(command ? `unknown command: ${command}` : 'a command is required');
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    process.stderr.write(`vidgen: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (parsed.values.help || parsed.positionals.length === 0) {
+    process.stdout.write(USAGE);
+    return parsed.values.help ? 0 : 2;
+  }
+  let store: Store | undefined;
+  try {
+    store = openStore(loadConfig());
+    const result = await run(store, parsed.positionals, parsed.values);
+    process.stdout.write(`${parsed.values.json ? JSON.stringify(result.json, null, 2) : result.text}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof ConfigError) {
+      process.stderr.write(`vidgen: ${error.message}\n\n${error instanceof UsageError ? USAGE : ''}`);
+      return 2;
+    }
+    if (error instanceof NotFound) {
+      process.stderr.write(`vidgen: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  } finally {
+    await store?.close();
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

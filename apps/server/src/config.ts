@@ -1,0 +1,81 @@
+/**
+ * Configuration from environment variables, validated at start. Every
+ * variable is documented in the README's "Configuration" table.
+ */
+import { resolve } from 'node:path';
+import { parsePriceTable, type PriceTable } from './domain/catalog.js';
+
+export interface Config {
+  /** PORT: the HTTP port (default 8080; 0 lets the OS choose). */
+  port: number;
+  /** HOST: the address to listen on (default 0.0.0.0). */
+  host: string;
+  /** VIDGEN_DATA_DIR: where the SQLite file (and, later, output files) live (default ./data). */
+  dataDir: string;
+  /** VIDGEN_DATABASE_URL: `sqlite:<path>` (default sqlite:<data dir>/vidgen.db). */
+  database: { kind: 'sqlite'; path: string };
+  /** VIDGEN_PRICES: JSON overriding credits per second, e.g. {"vidgen-2.0":{"1080p":20}}. */
+  prices: PriceTable;
+  /** VIDGEN_IDEMPOTENCY_TTL_HOURS: how long Idempotency-Key answers are replayed (default 24). */
+  idempotencyTtlMs: number;
+  /** VIDGEN_LOG_LEVEL: pino level (default info; silent for none). */
+  logLevel: string;
+  /** VIDGEN_DEV_BOOTSTRAP: on an empty store, create a development account and print its key (default on unless NODE_ENV=production). */
+  devBootstrap: boolean;
+  /** VIDGEN_DEV_CREDITS: credits of that development account (default 100000). */
+  devCredits: number;
+}
+
+export class ConfigError extends Error {}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+function boolean(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
+  if (['0', 'false', 'no', 'off'].includes(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(env[name])}`);
+}
+
+function database(url: string | undefined, dataDir: string): Config['database'] {
+  if (!url) return { kind: 'sqlite', path: resolve(dataDir, 'vidgen.db') };
+  if (url.startsWith('sqlite:')) {
+    const path = url.slice('sqlite:'.length).replace(/^\/\//, '');
+    if (!path) throw new ConfigError('VIDGEN_DATABASE_URL sqlite: needs a file path, e.g. sqlite:./data/vidgen.db');
+    return { kind: 'sqlite', path: path === ':memory:' ? path : resolve(path) };
+  }
+  if (/^postgres(ql)?:/.test(url)) throw new ConfigError('VIDGEN_DATABASE_URL: PostgreSQL is not supported by this version yet; use sqlite:<path>');
+  throw new ConfigError(`VIDGEN_DATABASE_URL must start with sqlite:, got ${JSON.stringify(url)}`);
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const dataDir = resolve(env.VIDGEN_DATA_DIR || './data');
+  let prices: PriceTable;
+  try {
+    prices = parsePriceTable(env.VIDGEN_PRICES);
+  } catch (error) {
+    throw new ConfigError(`VIDGEN_PRICES: ${(error as Error).message}`);
+  }
+  const logLevel = env.VIDGEN_LOG_LEVEL || 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError(`VIDGEN_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got ${JSON.stringify(logLevel)}`);
+  }
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host: env.HOST || '0.0.0.0',
+    dataDir,
+    database: database(env.VIDGEN_DATABASE_URL, dataDir),
+    prices,
+    idempotencyTtlMs: integer(env, 'VIDGEN_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3600_000,
+    logLevel,
+    devBootstrap: boolean(env, 'VIDGEN_DEV_BOOTSTRAP', env.NODE_ENV !== 'production'),
+    devCredits: integer(env, 'VIDGEN_DEV_CREDITS', 100_000, 0, Number.MAX_SAFE_INTEGER),
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * API keys: `vg_live_` or `vg_test_`, 32 random base62 characters, then a
+ * 6-character base62 CRC32 of everything before it. The checksum lets a typo
+ * or a truncated key be refused without a database lookup; only the SHA-256
+ * of a key is ever stored.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { crc32 } from 'node:zlib';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+const RANDOM_LENGTH = 32;
+const CHECKSUM_LENGTH = 6;
+const KEY_PATTERN = /^vg_(live|test)_([0-9A-Za-z]{38})$/;
+
+export type KeyMode = 'live' | 'test';
+export const SCOPES = ['tasks:read', 'tasks:write'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+function toBase62(value: number, width: number): string {
+  let out = '';
+  for (let n = value; out.length < width; n = Math.floor(n / 62)) out = BASE62[n % 62] + out;
+  return out;
+}
+
+function randomBase62(length: number): string {
+  let out = '';
+  while (out.length < length) {
+    for (const byte of randomBytes(length)) {
+      // 248 = 4 × 62: rejecting the rest keeps every character equally likely.
+      if (byte < 248 && out.length < length) out += BASE62[byte % 62];
+    }
+  }
+  return out;
+}
+
+const checksum = (body: string) => toBase62(crc32(body), CHECKSUM_LENGTH);
+
+export function generateApiKey(mode: KeyMode): string {
+  const body = `vg_${mode}_${randomBase62(RANDOM_LENGTH)}`;
+  return `${body}${checksum(body)}`;
+}
+
+/** Whether the text has the shape and checksum of a key (says nothing of whether it exists). */
+export function isWellFormedApiKey(key: string): boolean {
+  const match = KEY_PATTERN.exec(key);
+  if (!match) return false;
+  const body = key.slice(0, -CHECKSUM_LENGTH);
+  return checksum(body) === key.slice(-CHECKSUM_LENGTH);
+}
+
+export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+/** A short, non-secret label to show in listings: the prefix and the last 4 characters. */
+export const apiKeyHint = (key: string): string => `${key.slice(0, 8)}…${key.slice(-4)}`;
+
+export const isScope = (value: string): value is Scope => (SCOPES as readonly string[]).includes(value);

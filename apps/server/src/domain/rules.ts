@@ -1,0 +1,86 @@
+/**
+ * The submission rules of D5 that JSON Schema cannot say, and readable
+ * explanations for the ones it can (the schema decides; these say why).
+ * Pure: no I/O.
+ */
+import { MODEL_RULES, type GenerationMode, type MediaKind, type ModelId } from './catalog.js';
+
+export interface RuleViolation {
+  field: string;
+  message: string;
+}
+
+const KIND_BY_EXTENSION: Readonly<Record<string, MediaKind>> = {
+  jpg: 'image',
+  jpeg: 'image',
+  png: 'image',
+  webp: 'image',
+  gif: 'image',
+  bmp: 'image',
+  mp4: 'video',
+  mov: 'video',
+  m4v: 'video',
+  mp3: 'audio',
+  wav: 'audio',
+};
+const EXTENSIONS = Object.keys(KIND_BY_EXTENSION).map((e) => `.${e}`).join(' ');
+
+export const METADATA_MAX_BYTES = 4096;
+export const URL_MAX_LENGTH = 2048;
+
+/** The kind of a reference by its path's extension (case-insensitive, query ignored). */
+export function mediaKindOf(url: string): MediaKind | undefined {
+  let path: string;
+  try {
+    path = new URL(url).pathname;
+  } catch {
+    return undefined;
+  }
+  const extension = /\.([A-Za-z0-9]+)$/.exec(path)?.[1]?.toLowerCase();
+  return extension ? KIND_BY_EXTENSION[extension] : undefined;
+}
+
+export function inferMode(kinds: readonly MediaKind[]): GenerationMode {
+  if (kinds.length === 0) return 'text_to_video';
+  const images = kinds.filter((k) => k === 'image').length;
+  if (images === kinds.length && images === 1) return 'first_frame';
+  if (images === kinds.length && images === 2) return 'first_last_frame';
+  return 'multimodal_reference';
+}
+
+/** Why a reference or webhook URL breaks the URL rules, in words; undefined when it does not. */
+export function explainUrl(url: string, { needsMediaKind }: { needsMediaKind: boolean }): string | undefined {
+  if (url.length > URL_MAX_LENGTH) return `is longer than ${URL_MAX_LENGTH} characters`;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'is not a valid URL';
+  }
+  if (parsed.protocol !== 'https:') return 'must be an https:// URL';
+  if (parsed.username || parsed.password) return 'must not contain a user name or password';
+  if (needsMediaKind && !mediaKindOf(url)) return `must end in a known extension (${EXTENSIONS})`;
+  return undefined;
+}
+
+/** "a video", "audio": a reference kind as a phrase. */
+export const kindPhrase = (kind: MediaKind) => (kind === 'audio' ? 'audio' : `a ${kind}`);
+
+/** Rules beyond the schema, for a body the schema has accepted. */
+export function checkSubmissionRules(body: { model: ModelId; mediaUrls?: string[]; metadata?: object }): RuleViolation[] {
+  const violations: RuleViolation[] = [];
+  const kinds = (body.mediaUrls ?? []).map((url) => mediaKindOf(url));
+  const allowed = MODEL_RULES[body.model].media.kinds;
+  kinds.forEach((kind, i) => {
+    if (kind && !allowed.includes(kind)) {
+      violations.push({ field: `/mediaUrls/${i}`, message: `is ${kindPhrase(kind)}; ${body.model} accepts ${allowed.join(', ')} only` });
+    }
+  });
+  if (kinds.includes('audio') && !kinds.some((k) => k === 'image' || k === 'video')) {
+    violations.push({ field: '/mediaUrls', message: 'audio needs at least one image or video beside it' });
+  }
+  if (body.metadata !== undefined && Buffer.byteLength(JSON.stringify(body.metadata)) > METADATA_MAX_BYTES) {
+    violations.push({ field: '/metadata', message: `must be at most ${METADATA_MAX_BYTES} bytes serialized` });
+  }
+  return violations;
+}

@@ -1,0 +1,9 @@
+/** What the middleware learns about a request, for the handlers after it. */
+import type { ApiKeyRecord } from '../store/store.js';
+
+export type AppEnv = {
+  Variables: {
+    correlationId: string;
+    apiKey: ApiKeyRecord;
+  };
+};

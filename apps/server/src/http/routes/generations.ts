@@ -1,0 +1,189 @@
+/** Submit, query (with long poll), list and cancel generation tasks. */
+import { createHash } from 'node:crypto';
+import type { Hono } from 'hono';
+import type { RequestBody, SuccessBody } from '@vidgen/types';
+import { priceOf, type AspectRatio, type Resolution } from '../../domain/catalog.js';
+import { decodeCursor, encodeCursor } from '../../domain/cursor.js';
+import { newRequestId } from '../../domain/ids.js';
+import { checkSubmissionRules, inferMode, mediaKindOf } from '../../domain/rules.js';
+import { isTerminal, pollHintSeconds, type TaskState } from '../../domain/states.js';
+import { toTaskResource } from '../../domain/task-view.js';
+import type { TaskRecord } from '../../store/store.js';
+import type { AppEnv } from '../context.js';
+import type { AppDeps } from '../deps.js';
+import { ApiError } from '../errors.js';
+import { authenticate, jsonBody, readJson } from '../middleware.js';
+import { bodyValidator, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
+
+type SubmitRequest = RequestBody<'submitGeneration'>;
+
+const BASE = '/api/open/v1/video/generations';
+const honoPath = (template: string) => template.replace(/\{(\w+)\}/g, ':$1');
+
+const invalid = (details: { field?: string; message: string }[]) => new ApiError('invalid_request', summarise(details), details);
+const notFound = (id: string) => new ApiError('not_found', `no task ${id}`);
+
+/** Key-order-independent JSON, so that `{a,b}` and `{b,a}` are the same body for idempotency. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+  const { store, clock, events, config } = deps;
+  const auth = (operationId: string) => authenticate(deps, specOperation(operationId).scopes ?? []);
+
+  const validateSubmitBody = bodyValidator<SubmitRequest>('submitGeneration');
+  const validateSubmitHeaders = paramsValidator<{ 'Idempotency-Key'?: string }>('submitGeneration', 'header');
+  const validateGetQuery = paramsValidator<{ wait?: number }>('getGeneration', 'query');
+  const validateListQuery = paramsValidator<{ limit?: number; cursor?: string; status?: TaskState }>('listGenerations', 'query');
+  const defaults = {
+    duration: schemaDefault('SubmitGenerationRequest', 'duration') as number,
+    resolution: schemaDefault('SubmitGenerationRequest', 'resolution') as Resolution,
+    aspectRatio: schemaDefault('SubmitGenerationRequest', 'aspectRatio') as AspectRatio,
+  };
+
+  app.post(honoPath(specOperation('submitGeneration').path), auth('submitGeneration'), ...jsonBody(), async (c) => {
+    const headers = validateSubmitHeaders({ 'idempotency-key': c.req.header('idempotency-key') });
+    if (!headers.ok) throw invalid(headers.details);
+    const body = await readJson(c);
+    const checked = validateSubmitBody(body);
+    if (!checked.ok) throw invalid(checked.details);
+    const request = checked.value;
+    const violations = checkSubmissionRules(request);
+    if (violations.length) throw invalid(violations);
+
+    const now = clock.now();
+    const accountId = c.get('apiKey').accountId;
+    const mediaUrls = request.mediaUrls ?? [];
+    const resolution = request.resolution ?? defaults.resolution;
+    const duration = request.duration ?? defaults.duration;
+    const idempotencyKey = headers.value['Idempotency-Key'];
+    const outcome = await store.submitTask({
+      task: {
+        id: newRequestId(now),
+        accountId,
+        model: request.model,
+        prompt: request.prompt,
+        duration,
+        aspectRatio: request.aspectRatio ?? defaults.aspectRatio,
+        resolution,
+        mode: inferMode(mediaUrls.map((url) => mediaKindOf(url)!)),
+        mediaUrls,
+        metadata: (request.metadata as Record<string, unknown> | undefined) ?? null,
+        webhookUrl: request.webhookUrl ?? null,
+        creditsCharged: priceOf(config.prices, request.model, resolution, duration),
+      },
+      idempotency: idempotencyKey
+        ? {
+            key: idempotencyKey,
+            fingerprint: createHash('sha256').update(canonicalJson(body)).digest('hex'),
+            expiresAt: new Date(now.getTime() + config.idempotencyTtlMs),
+          }
+        : null,
+      now,
+      respond: (task) => ({
+        status: 202,
+        body: { success: true, requestId: task.id, status: 'queued', creditsCharged: task.creditsCharged } satisfies SuccessBody<'submitGeneration'>,
+      }),
+    });
+
+    switch (outcome.kind) {
+      case 'created':
+      case 'replayed': {
+        const answer = outcome.response.body as SuccessBody<'submitGeneration'>;
+        c.header('Location', `${BASE}/${answer.requestId}`);
+        if (outcome.kind === 'replayed') c.header('Idempotent-Replayed', 'true');
+        else deps.metrics?.creditsCharged(answer.creditsCharged);
+        return c.json(answer, 202);
+      }
+      case 'insufficient_credits':
+        throw new ApiError('insufficient_credits', `this task costs ${outcome.required} credits; the balance is ${outcome.available}`, [
+          { field: 'credits.required', message: 'credits this task costs', value: outcome.required },
+          { field: 'credits.available', message: 'credits on the account', value: outcome.available },
+        ]);
+      case 'idempotency_key_reused':
+        throw new ApiError('idempotency_key_reused', 'this Idempotency-Key was already used with a different request body');
+      case 'idempotency_in_progress':
+        throw new ApiError('idempotency_in_progress', 'a request with this Idempotency-Key is still in progress', undefined, { 'Retry-After': '1' });
+    }
+  });
+
+  /** Resolves with the task once its status differs from `from`, or after `seconds`. */
+  async function waitForChange(accountId: string, id: string, from: TaskState, seconds: number): Promise<TaskRecord | undefined> {
+    let release = () => {};
+    const changed = new Promise<void>((resolve) => {
+      const unsubscribe = events.subscribe(id, (status) => status !== from && resolve());
+      const cancelTimer = clock.setTimeout(resolve, seconds * 1000);
+      release = () => (unsubscribe(), cancelTimer());
+    });
+    try {
+      // Read again after subscribing: a change between the first read and the subscription is not lost.
+      const current = await store.getTask(accountId, id);
+      if (!current || current.status !== from) return current;
+      await changed;
+      return await store.getTask(accountId, id);
+    } finally {
+      release();
+    }
+  }
+
+  app.get(honoPath(specOperation('getGeneration').path), auth('getGeneration'), async (c) => {
+    const query = validateGetQuery(c.req.query());
+    if (!query.ok) throw invalid(query.details);
+    const accountId = c.get('apiKey').accountId;
+    const id = c.req.param('requestId')!;
+    let task = await store.getTask(accountId, id);
+    if (!task) throw notFound(id);
+    if (query.value.wait && !isTerminal(task.status)) task = (await waitForChange(accountId, id, task.status, query.value.wait)) ?? task;
+    const hint = pollHintSeconds(task.status);
+    if (hint !== undefined) c.header('Retry-After', String(hint));
+    return c.json(toTaskResource(task) satisfies SuccessBody<'getGeneration'>, 200);
+  });
+
+  app.get(honoPath(specOperation('listGenerations').path), auth('listGenerations'), async (c) => {
+    const query = validateListQuery(c.req.query());
+    if (!query.ok) throw invalid(query.details);
+    const { limit = 20, cursor, status } = query.value;
+    let after: { createdAt: Date; id: string } | undefined;
+    if (cursor) {
+      const position = decodeCursor(cursor);
+      if (!position) throw invalid([{ field: 'cursor', message: 'is not a cursor this service issued' }]);
+      if (position.status !== (status ?? null)) {
+        throw invalid([{ field: 'cursor', message: 'was issued for another status filter; keep the same status while following a cursor' }]);
+      }
+      after = position;
+    }
+    const accountId = c.get('apiKey').accountId;
+    const rows = await store.listTasks({ accountId, status, limit: limit + 1, after });
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    const nextCursor = rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id, status: status ?? null }) : null;
+    return c.json({ success: true, data: page.map(toTaskResource), nextCursor } satisfies SuccessBody<'listGenerations'>, 200);
+  });
+
+  app.post(honoPath(specOperation('cancelGeneration').path), auth('cancelGeneration'), async (c) => {
+    const id = c.req.param('requestId')!;
+    const outcome = await store.cancelTask({ accountId: c.get('apiKey').accountId, id, now: clock.now() });
+    switch (outcome.kind) {
+      case 'not_found':
+        throw notFound(id);
+      case 'invalid_state':
+        throw new ApiError('invalid_state', `the task has already ${outcome.status} and cannot be cancelled`, [
+          { field: 'status', message: 'only queued or processing tasks can be cancelled', value: outcome.status },
+        ]);
+      case 'cancelled':
+        events.publish(id, outcome.task.status);
+        deps.metrics?.creditsRefunded(outcome.task.creditsRefunded);
+        break;
+      case 'already_cancelled':
+        break;
+    }
+    return c.json({ success: true, requestId: id, status: 'cancelled' } satisfies SuccessBody<'cancelGeneration'>, 200);
+  });
+
+}

@@ -1,0 +1,14 @@
+/** The models, their rules and this deployment's prices. */
+import type { Hono } from 'hono';
+import type { SuccessBody } from '@vidgen/types';
+import { describeModels } from '../../domain/catalog.js';
+import type { AppEnv } from '../context.js';
+import type { AppDeps } from '../deps.js';
+import { authenticate } from '../middleware.js';
+import { specOperation } from '../spec.js';
+
+export function registerModelRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+  const op = specOperation('listModels');
+  const body = { success: true, data: describeModels(deps.config.prices) } satisfies SuccessBody<'listModels'>;
+  app.get(op.path, authenticate(deps, op.scopes ?? []), (c) => c.json(body, 200));
+}

@@ -1,0 +1,35 @@
+/** Liveness, readiness, metrics, the spec and the reference page: no key needed. */
+import type { Hono } from 'hono';
+import type { SuccessBody } from '@vidgen/types';
+import type { AppEnv } from '../context.js';
+import type { AppDeps } from '../deps.js';
+import { ApiError } from '../errors.js';
+import { bundleText } from '../spec.js';
+
+export function registerServiceRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+  app.get('/healthz', (c) => c.json({ status: 'ok' } satisfies SuccessBody<'getHealth'>, 200));
+
+  app.get('/readyz', async (c) => {
+    if (deps.isDraining?.()) throw new ApiError('unavailable', 'the service is shutting down; retry on another instance', undefined, { 'Retry-After': '1' });
+    try {
+      await deps.store.ping();
+    } catch (error) {
+      deps.logger.error({ err: error, correlationId: c.get('correlationId') }, 'store unreachable');
+      throw new ApiError('unavailable', 'the store is unreachable', undefined, { 'Retry-After': '5' });
+    }
+    return c.json({ status: 'ok' } satisfies SuccessBody<'getReadiness'>, 200);
+  });
+
+  app.get('/metrics', async (c) => {
+    const { registry } = deps.metrics!;
+    return c.body(await registry.metrics(), 200, { 'Content-Type': registry.contentType });
+  });
+
+  app.get('/openapi.json', (c) => c.body(bundleText, 200, { 'Content-Type': 'application/json' }));
+
+  app.get('/docs', (c) => {
+    const html = deps.docsHtml?.();
+    if (!html) throw new ApiError('unavailable', 'the reference has not been built: run `pnpm docs`', undefined, { 'Retry-After': '60' });
+    return c.html(html, 200);
+  });
+}

@@ -1,0 +1,367 @@
+/**
+ * The Store on embedded SQLite (better-sqlite3): WAL, numbered migrations,
+ * prepared statements. better-sqlite3 is synchronous, so each transaction runs
+ * to its end without another request interleaving; `BEGIN IMMEDIATE` also
+ * serialises writers across processes sharing the file.
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CANCELLABLE_STATES, TASK_STATES, type TaskState } from '../../domain/states.js';
+import type { Scope } from '../../domain/keys.js';
+import type {
+  AccountRecord,
+  ApiKeyRecord,
+  CancelOutcome,
+  LedgerEntry,
+  Store,
+  SubmitOutcome,
+  TaskPageQuery,
+  TaskRecord,
+} from '../store.js';
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
+
+type Row = Record<string, any>;
+
+const ms = (date: Date | null | undefined) => (date ? date.getTime() : null);
+const date = (value: number | null) => (value === null ? null : new Date(value));
+
+const toAccount = (row: Row): AccountRecord => ({ id: row.id, name: row.name, balance: row.balance, createdAt: new Date(row.created_at) });
+
+const toApiKey = (row: Row): ApiKeyRecord => ({
+  id: row.id,
+  accountId: row.account_id,
+  hint: row.hint,
+  mode: row.mode,
+  scopes: row.scopes.split(' ').filter(Boolean) as Scope[],
+  name: row.name,
+  createdAt: new Date(row.created_at),
+  expiresAt: date(row.expires_at),
+  revokedAt: date(row.revoked_at),
+});
+
+const toTask = (row: Row): TaskRecord => ({
+  id: row.id,
+  accountId: row.account_id,
+  status: row.status,
+  model: row.model,
+  prompt: row.prompt,
+  duration: row.duration,
+  aspectRatio: row.aspect_ratio,
+  resolution: row.resolution,
+  mode: row.mode,
+  mediaUrls: JSON.parse(row.media_urls),
+  metadata: row.metadata === null ? null : JSON.parse(row.metadata),
+  webhookUrl: row.webhook_url,
+  creditsCharged: row.credits_charged,
+  creditsRefunded: row.credits_refunded,
+  outputUrl: row.output_url,
+  outputExpiresAt: date(row.output_expires_at),
+  errorCode: row.error_code,
+  errorMessage: row.error_message,
+  createdAt: new Date(row.created_at),
+  updatedAt: new Date(row.updated_at),
+  completedAt: date(row.completed_at),
+});
+
+const toLedgerEntry = (row: Row): LedgerEntry => ({
+  id: row.id,
+  accountId: row.account_id,
+  kind: row.kind,
+  amount: row.amount,
+  taskId: row.task_id,
+  note: row.note,
+  createdAt: new Date(row.created_at),
+});
+
+export class SqliteStore implements Store {
+  readonly db: Database.Database;
+  private readonly sql: ReturnType<typeof prepareStatements>;
+
+  constructor(path: string) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('foreign_keys = ON');
+    this.db.pragma('busy_timeout = 5000');
+    this.migrateNow();
+    this.sql = prepareStatements(this.db);
+  }
+
+  /** Applies every numbered migration not applied yet, each in its own transaction. */
+  private migrateNow(): void {
+    this.db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
+    const applied = new Set(this.db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[]);
+    const files = readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort();
+    for (const file of files) {
+      const version = Number(file.slice(0, 4));
+      if (applied.has(version)) continue;
+      const script = readFileSync(`${MIGRATIONS_DIR}${file}`, 'utf8');
+      this.db.transaction(() => {
+        this.db.exec(script);
+        this.db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(version, file, Date.now());
+      }).immediate();
+    }
+  }
+
+  async migrate(): Promise<void> {
+    this.migrateNow();
+  }
+
+  async ping(): Promise<void> {
+    this.sql.ping.get();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  async createAccount(input: { id: string; name: string; webhookSecret: string; openingGrant: number; now: Date }): Promise<AccountRecord> {
+    return this.db
+      .transaction(() => {
+        this.sql.insertAccount.run({ id: input.id, name: input.name, webhook_secret: input.webhookSecret, created_at: ms(input.now) });
+        if (input.openingGrant > 0) this.grantNow(input.id, input.openingGrant, 'opening grant', input.now);
+        return toAccount(this.sql.selectAccount.get(input.id) as Row);
+      })
+      .immediate();
+  }
+
+  async getAccount(id: string): Promise<AccountRecord | undefined> {
+    const row = this.sql.selectAccount.get(id) as Row | undefined;
+    return row && toAccount(row);
+  }
+
+  async listAccounts(): Promise<AccountRecord[]> {
+    return (this.sql.selectAccounts.all() as Row[]).map(toAccount);
+  }
+
+  async countAccounts(): Promise<number> {
+    return this.sql.countAccounts.pluck().get() as number;
+  }
+
+  private grantNow(accountId: string, amount: number, note: string | null, now: Date): boolean {
+    if (this.sql.addToBalance.run({ id: accountId, amount }).changes === 0) return false;
+    this.sql.insertLedgerEntry.run({ account_id: accountId, kind: 'grant', amount, task_id: null, note, created_at: ms(now) });
+    return true;
+  }
+
+  async grantCredits(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<AccountRecord | undefined> {
+    return this.db
+      .transaction(() => {
+        if (!this.grantNow(input.accountId, input.amount, input.note, input.now)) return undefined;
+        return toAccount(this.sql.selectAccount.get(input.accountId) as Row);
+      })
+      .immediate();
+  }
+
+  async listLedger(accountId: string): Promise<LedgerEntry[]> {
+    return (this.sql.selectLedger.all(accountId) as Row[]).map(toLedgerEntry);
+  }
+
+  async auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined> {
+    const row = this.sql.auditBalance.get(accountId) as Row | undefined;
+    return row && { balance: row.balance, ledgerSum: row.ledger_sum };
+  }
+
+  async createApiKey(input: Omit<ApiKeyRecord, 'revokedAt'> & { hash: string }): Promise<ApiKeyRecord> {
+    this.sql.insertApiKey.run({
+      id: input.id,
+      account_id: input.accountId,
+      hash: input.hash,
+      hint: input.hint,
+      mode: input.mode,
+      scopes: input.scopes.join(' '),
+      name: input.name,
+      created_at: ms(input.createdAt),
+      expires_at: ms(input.expiresAt),
+    });
+    return toApiKey(this.sql.selectApiKey.get(input.id) as Row);
+  }
+
+  async findApiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    const row = this.sql.selectApiKeyByHash.get(hash) as Row | undefined;
+    return row && toApiKey(row);
+  }
+
+  async listApiKeys(accountId: string): Promise<ApiKeyRecord[]> {
+    return (this.sql.selectApiKeys.all(accountId) as Row[]).map(toApiKey);
+  }
+
+  async revokeApiKey(input: { id: string; now: Date }): Promise<ApiKeyRecord | undefined> {
+    this.sql.revokeApiKey.run({ id: input.id, revoked_at: ms(input.now) });
+    const row = this.sql.selectApiKey.get(input.id) as Row | undefined;
+    return row && toApiKey(row);
+  }
+
+  async submitTask(input: Parameters<Store['submitTask']>[0]): Promise<SubmitOutcome> {
+    const { task, idempotency, now } = input;
+    return this.db
+      .transaction((): SubmitOutcome => {
+        if (idempotency) {
+          this.sql.deleteExpiredIdempotencyKey.run({ account_id: task.accountId, key: idempotency.key, now: ms(now) });
+          const claimed = this.sql.selectIdempotencyKey.get({ account_id: task.accountId, key: idempotency.key }) as Row | undefined;
+          if (claimed) {
+            if (claimed.fingerprint !== idempotency.fingerprint) return { kind: 'idempotency_key_reused' };
+            if (claimed.state !== 'done') return { kind: 'idempotency_in_progress' };
+            return { kind: 'replayed', response: { status: claimed.response_status, body: JSON.parse(claimed.response_body) } };
+          }
+        }
+        const charged = this.sql.chargeBalance.run({ id: task.accountId, amount: task.creditsCharged }).changes === 1;
+        if (!charged) {
+          const available = (this.sql.selectAccount.get(task.accountId) as Row | undefined)?.balance ?? 0;
+          return { kind: 'insufficient_credits', required: task.creditsCharged, available };
+        }
+        this.sql.insertTask.run({
+          id: task.id,
+          account_id: task.accountId,
+          status: TASK_STATES.queued,
+          model: task.model,
+          prompt: task.prompt,
+          duration: task.duration,
+          aspect_ratio: task.aspectRatio,
+          resolution: task.resolution,
+          mode: task.mode,
+          media_urls: JSON.stringify(task.mediaUrls),
+          metadata: task.metadata === null ? null : JSON.stringify(task.metadata),
+          webhook_url: task.webhookUrl,
+          credits_charged: task.creditsCharged,
+          now: ms(now),
+        });
+        this.sql.insertLedgerEntry.run({
+          account_id: task.accountId,
+          kind: 'charge',
+          amount: -task.creditsCharged,
+          task_id: task.id,
+          note: null,
+          created_at: ms(now),
+        });
+        const created = toTask(this.sql.selectTask.get({ account_id: task.accountId, id: task.id }) as Row);
+        const response = input.respond(created);
+        if (idempotency) {
+          this.sql.insertIdempotencyKey.run({
+            account_id: task.accountId,
+            key: idempotency.key,
+            fingerprint: idempotency.fingerprint,
+            response_status: response.status,
+            response_body: JSON.stringify(response.body),
+            created_at: ms(now),
+            expires_at: ms(idempotency.expiresAt),
+          });
+        }
+        return { kind: 'created', task: created, response };
+      })
+      .immediate();
+  }
+
+  async getTask(accountId: string, id: string): Promise<TaskRecord | undefined> {
+    const row = this.sql.selectTask.get({ account_id: accountId, id }) as Row | undefined;
+    return row && toTask(row);
+  }
+
+  async findTask(id: string): Promise<TaskRecord | undefined> {
+    const row = this.sql.selectTaskById.get(id) as Row | undefined;
+    return row && toTask(row);
+  }
+
+  async listTasks(query: TaskPageQuery): Promise<TaskRecord[]> {
+    const params = {
+      account_id: query.accountId,
+      status: query.status ?? null,
+      after_created_at: query.after ? ms(query.after.createdAt) : null,
+      after_id: query.after?.id ?? null,
+      limit: query.limit,
+    };
+    const statement = query.status ? this.sql.selectTaskPageByStatus : this.sql.selectTaskPage;
+    return (statement.all(params) as Row[]).map(toTask);
+  }
+
+  async cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome> {
+    return this.db
+      .transaction((): CancelOutcome => {
+        const row = this.sql.selectTask.get({ account_id: input.accountId, id: input.id }) as Row | undefined;
+        if (!row) return { kind: 'not_found' };
+        const status = row.status as TaskState;
+        if (status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
+        if (!CANCELLABLE_STATES.includes(status)) return { kind: 'invalid_state', status };
+        this.sql.cancelTask.run({ id: input.id, now: ms(input.now) });
+        this.sql.addToBalance.run({ id: input.accountId, amount: row.credits_charged });
+        this.sql.insertLedgerEntry.run({
+          account_id: input.accountId,
+          kind: 'refund',
+          amount: row.credits_charged,
+          task_id: input.id,
+          note: 'cancelled',
+          created_at: ms(input.now),
+        });
+        return { kind: 'cancelled', task: toTask(this.sql.selectTask.get({ account_id: input.accountId, id: input.id }) as Row) };
+      })
+      .immediate();
+  }
+
+  async countTasksByStatus(): Promise<Record<TaskState, number>> {
+    const counts = Object.fromEntries(Object.values(TASK_STATES).map((s) => [s, 0])) as Record<TaskState, number>;
+    for (const row of this.sql.countTasksByStatus.all() as Row[]) counts[row.status as TaskState] = row.count;
+    return counts;
+  }
+}
+
+function prepareStatements(db: Database.Database) {
+  const taskPage = (byStatus: boolean) => `
+    SELECT * FROM tasks
+    WHERE account_id = @account_id ${byStatus ? 'AND status = @status' : ''}
+      AND (@after_created_at IS NULL OR created_at < @after_created_at
+           OR (created_at = @after_created_at AND id < @after_id))
+    ORDER BY created_at DESC, id DESC
+    LIMIT @limit`;
+  return {
+    ping: db.prepare('SELECT 1'),
+    insertAccount: db.prepare(
+      'INSERT INTO accounts (id, name, balance, webhook_secret, created_at) VALUES (@id, @name, 0, @webhook_secret, @created_at)',
+    ),
+    selectAccount: db.prepare('SELECT * FROM accounts WHERE id = ?'),
+    selectAccounts: db.prepare('SELECT * FROM accounts ORDER BY created_at, id'),
+    countAccounts: db.prepare('SELECT count(*) FROM accounts'),
+    addToBalance: db.prepare('UPDATE accounts SET balance = balance + @amount WHERE id = @id'),
+    // The conditional update is the whole guard against overdrafts under concurrency.
+    chargeBalance: db.prepare('UPDATE accounts SET balance = balance - @amount WHERE id = @id AND balance >= @amount'),
+    insertLedgerEntry: db.prepare(
+      'INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at) VALUES (@account_id, @kind, @amount, @task_id, @note, @created_at)',
+    ),
+    selectLedger: db.prepare('SELECT * FROM ledger_entries WHERE account_id = ? ORDER BY id'),
+    auditBalance: db.prepare(
+      'SELECT a.balance, (SELECT coalesce(sum(amount), 0) FROM ledger_entries l WHERE l.account_id = a.id) AS ledger_sum FROM accounts a WHERE a.id = ?',
+    ),
+    insertApiKey: db.prepare(
+      `INSERT INTO api_keys (id, account_id, hash, hint, mode, scopes, name, created_at, expires_at)
+       VALUES (@id, @account_id, @hash, @hint, @mode, @scopes, @name, @created_at, @expires_at)`,
+    ),
+    selectApiKey: db.prepare('SELECT * FROM api_keys WHERE id = ?'),
+    selectApiKeyByHash: db.prepare('SELECT * FROM api_keys WHERE hash = ?'),
+    selectApiKeys: db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id'),
+    revokeApiKey: db.prepare('UPDATE api_keys SET revoked_at = coalesce(revoked_at, @revoked_at) WHERE id = @id'),
+    deleteExpiredIdempotencyKey: db.prepare('DELETE FROM idempotency_keys WHERE account_id = @account_id AND key = @key AND expires_at <= @now'),
+    selectIdempotencyKey: db.prepare('SELECT * FROM idempotency_keys WHERE account_id = @account_id AND key = @key'),
+    insertIdempotencyKey: db.prepare(
+      `INSERT INTO idempotency_keys (account_id, key, fingerprint, state, response_status, response_body, created_at, expires_at)
+       VALUES (@account_id, @key, @fingerprint, 'done', @response_status, @response_body, @created_at, @expires_at)`,
+    ),
+    insertTask: db.prepare(
+      `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
+                          webhook_url, credits_charged, created_at, updated_at)
+       VALUES (@id, @account_id, @status, @model, @prompt, @duration, @aspect_ratio, @resolution, @mode, @media_urls, @metadata,
+               @webhook_url, @credits_charged, @now, @now)`,
+    ),
+    selectTask: db.prepare('SELECT * FROM tasks WHERE account_id = @account_id AND id = @id'),
+    selectTaskById: db.prepare('SELECT * FROM tasks WHERE id = ?'),
+    selectTaskPage: db.prepare(taskPage(false)),
+    selectTaskPageByStatus: db.prepare(taskPage(true)),
+    cancelTask: db.prepare(
+      `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = @now, completed_at = @now
+       WHERE id = @id AND status IN (${CANCELLABLE_STATES.map((state) => `'${state}'`).join(', ')})`,
+    ),
+    countTasksByStatus: db.prepare('SELECT status, count(*) AS count FROM tasks GROUP BY status'),
+  };
+}

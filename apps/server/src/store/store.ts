@@ -1,0 +1,140 @@
+/**
+ * The store port: everything the service keeps. SQLite implements it now and
+ * PostgreSQL later; both must pass the same conformance tests. Every method
+ * that changes credits or a task's status is one transaction.
+ */
+import type { AspectRatio, GenerationMode, ModelId, Resolution } from '../domain/catalog.js';
+import type { KeyMode, Scope } from '../domain/keys.js';
+import type { TaskState } from '../domain/states.js';
+
+export interface AccountRecord {
+  id: string;
+  name: string;
+  balance: number;
+  createdAt: Date;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  accountId: string;
+  hint: string;
+  mode: KeyMode;
+  scopes: Scope[];
+  name: string | null;
+  createdAt: Date;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface TaskRecord {
+  id: string;
+  accountId: string;
+  status: TaskState;
+  model: ModelId;
+  prompt: string;
+  duration: number;
+  aspectRatio: AspectRatio;
+  resolution: Resolution;
+  mode: GenerationMode;
+  mediaUrls: string[];
+  metadata: Record<string, unknown> | null;
+  webhookUrl: string | null;
+  creditsCharged: number;
+  creditsRefunded: number;
+  outputUrl: string | null;
+  outputExpiresAt: Date | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  completedAt: Date | null;
+}
+
+export type NewTask = Pick<
+  TaskRecord,
+  'id' | 'accountId' | 'model' | 'prompt' | 'duration' | 'aspectRatio' | 'resolution' | 'mode' | 'mediaUrls' | 'metadata' | 'webhookUrl' | 'creditsCharged'
+>;
+
+export interface LedgerEntry {
+  id: number;
+  accountId: string;
+  kind: 'grant' | 'charge' | 'refund';
+  amount: number;
+  taskId: string | null;
+  note: string | null;
+  createdAt: Date;
+}
+
+/** A stored answer to replay for an Idempotency-Key. */
+export interface StoredResponse {
+  status: number;
+  body: unknown;
+}
+
+export interface IdempotencyClaim {
+  key: string;
+  /** SHA-256 of the canonical request; a replay must match it. */
+  fingerprint: string;
+  expiresAt: Date;
+}
+
+export type SubmitOutcome =
+  | { kind: 'created'; task: TaskRecord; response: StoredResponse }
+  | { kind: 'replayed'; response: StoredResponse }
+  | { kind: 'insufficient_credits'; required: number; available: number }
+  | { kind: 'idempotency_key_reused' }
+  | { kind: 'idempotency_in_progress' };
+
+export type CancelOutcome =
+  | { kind: 'cancelled'; task: TaskRecord }
+  | { kind: 'already_cancelled'; task: TaskRecord }
+  | { kind: 'invalid_state'; status: TaskState }
+  | { kind: 'not_found' };
+
+export interface TaskPageQuery {
+  accountId: string;
+  status?: TaskState;
+  limit: number;
+  /** Position after which to continue (exclusive), newest first. */
+  after?: { createdAt: Date; id: string };
+}
+
+export interface Store {
+  migrate(): Promise<void>;
+  /** Throws when the store cannot be reached. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+
+  createAccount(input: { id: string; name: string; webhookSecret: string; openingGrant: number; now: Date }): Promise<AccountRecord>;
+  getAccount(id: string): Promise<AccountRecord | undefined>;
+  listAccounts(): Promise<AccountRecord[]>;
+  countAccounts(): Promise<number>;
+  grantCredits(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<AccountRecord | undefined>;
+  listLedger(accountId: string): Promise<LedgerEntry[]>;
+  /** The balance column and the sum of the ledger, which must always be equal. */
+  auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined>;
+
+  createApiKey(input: Omit<ApiKeyRecord, 'revokedAt'> & { hash: string }): Promise<ApiKeyRecord>;
+  findApiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined>;
+  listApiKeys(accountId: string): Promise<ApiKeyRecord[]>;
+  revokeApiKey(input: { id: string; now: Date }): Promise<ApiKeyRecord | undefined>;
+
+  /**
+   * Claims the idempotency key (if any), charges the price with a conditional
+   * balance update, inserts the task and its ledger row: all or nothing.
+   * `respond` renders the answer to store for replays.
+   */
+  submitTask(input: {
+    task: NewTask;
+    idempotency: IdempotencyClaim | null;
+    now: Date;
+    respond: (task: TaskRecord) => StoredResponse;
+  }): Promise<SubmitOutcome>;
+  getTask(accountId: string, id: string): Promise<TaskRecord | undefined>;
+  /** For operators: a task of any account. */
+  findTask(id: string): Promise<TaskRecord | undefined>;
+  listTasks(query: TaskPageQuery): Promise<TaskRecord[]>;
+  /** Moves a queued or processing task to cancelled and refunds it, exactly once. */
+  cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome>;
+  countTasksByStatus(): Promise<Record<TaskState, number>>;
+}
