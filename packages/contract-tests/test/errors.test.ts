@@ -154,12 +154,19 @@ const cases: ErrorCase[] = [
   { name: 'a draining service', operationId: 'getReadiness', options: () => ({ apiKey: null }), status: 503, code: 'unavailable', onMock: 'prefer', needs: 'baseUrl' },
 ];
 
-/** Cases the real server cannot be driven into from outside; its own tests cover them. */
-const SERVER_SIDE_ONLY = new Set(['cancelling a finished task', 'an Idempotency-Key still in progress', 'submission rate over the limit', 'read rate over the limit', 'an unexpected failure', 'a draining service']);
+/** Cases the real server cannot be driven into from outside, and where they are shown instead. */
+const SERVER_SIDE_ONLY: Record<string, string> = {
+  'cancelling a finished task': 'tasks cannot finish from outside yet; apps/server/test/http.test.ts shows it',
+  'an Idempotency-Key still in progress': 'a claim and its answer commit together; apps/server/test/store.test.ts shows it',
+  'submission rate over the limit': 'rate limits arrive with the hardening issue',
+  'read rate over the limit': 'rate limits arrive with the hardening issue',
+  'an unexpected failure': 'needs a failing store; apps/server/test/http.test.ts shows it',
+  'a draining service': 'needs a draining process; apps/server/test/http.test.ts shows it',
+};
 
 function skipReason(c: ErrorCase): string | undefined {
   if (isMock && typeof c.onMock === 'object') return c.onMock.skip;
-  if (!isMock && SERVER_SIDE_ONLY.has(c.name)) return 'not reachable from outside the server; covered by the server’s tests';
+  if (!isMock && SERVER_SIDE_ONLY[c.name]) return SERVER_SIDE_ONLY[c.name];
   if (!isMock && c.needs && !target[c.needs]) return `needs VIDGEN_${c.needs.replace(/[A-Z]/g, (l) => `_${l}`).toUpperCase()}`;
   return undefined;
 }

@@ -2,9 +2,12 @@
  * Points the suite at VIDGEN_BASE_URL, or else starts the Prism mock on a port
  * the OS chooses and points the suite at it.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import type { TestProject } from 'vitest/node';
 import { bundlePath } from '../src/spec.js';
 import type { Target } from '../src/target.js';
@@ -42,11 +45,60 @@ async function startMock(): Promise<{ baseUrl: string; prism: ChildProcess }> {
   return { baseUrl: `http://127.0.0.1:${port}`, prism };
 }
 
+const serverDir = resolve(import.meta.dirname, '../../../apps/server');
+const tsx = resolve(serverDir, 'node_modules/.bin/tsx');
+
+/** Starts the real server on a fresh data dir, with accounts and keys made by its own CLI. */
+async function startServer(): Promise<{ target: Target; server: ChildProcess; dataDir: string }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-contract-'));
+  const serverEnv = { ...process.env, VIDGEN_DATA_DIR: dataDir, VIDGEN_DEV_BOOTSTRAP: 'false', VIDGEN_LOG_LEVEL: 'warn', PORT: '0', HOST: '127.0.0.1' };
+  const cli = async (...args: string[]) => {
+    const { stdout } = await promisify(execFile)(tsx, ['src/cli/main.ts', ...args, '--json'], { cwd: serverDir, env: serverEnv });
+    return JSON.parse(stdout);
+  };
+  const account = async (name: string, credits: number) => (await cli('accounts', 'create', '--name', name, '--credits', String(credits))).id as string;
+  const key = async (accountId: string, ...extra: string[]) => (await cli('keys', 'create', '--account', accountId, ...extra)).key as string;
+
+  const main = await account('contract', 10_000_000);
+  const revoked = await cli('keys', 'create', '--account', main);
+  await cli('keys', 'revoke', revoked.id);
+  const target: Target = {
+    baseUrl: '',
+    kind: 'server',
+    apiKey: await key(main),
+    readOnlyApiKey: await key(main, '--scopes', 'tasks:read'),
+    noCreditsApiKey: await key(await account('contract-no-credits', 0)),
+    otherApiKey: await key(await account('contract-other', 1_000_000)),
+    revokedApiKey: revoked.key,
+  };
+
+  const server = spawn(tsx, ['src/main.ts'], { cwd: serverDir, env: serverEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  target.baseUrl = await new Promise<string>((done, fail) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const listening = /listening on (http:\/\/\S+)/.exec(output);
+      if (listening) done(listening[1]!);
+    };
+    server.stdout!.on('data', onData);
+    server.stderr!.on('data', onData);
+    server.once('exit', (code) => fail(new Error(`the server exited with ${code} before listening:\n${output}`)));
+  });
+  // Keep draining its output so a chatty server never blocks on a full pipe.
+  server.stdout!.resume();
+  server.stderr!.on('data', (chunk: Buffer) => process.stderr.write(chunk));
+  return { target, server, dataDir };
+}
+
 export default async function setup(project: TestProject) {
   const baseUrl = env('VIDGEN_BASE_URL');
   let prism: ChildProcess | undefined;
+  let server: ChildProcess | undefined;
+  let dataDir: string | undefined;
   let target: Target;
-  if (baseUrl) {
+  if (!baseUrl && env('VIDGEN_CONTRACT_TARGET') === 'server') {
+    ({ target, server, dataDir } = await startServer());
+  } else if (baseUrl) {
     const apiKey = env('VIDGEN_API_KEY');
     if (!apiKey) throw new Error('VIDGEN_BASE_URL is set but VIDGEN_API_KEY is not');
     target = {
@@ -75,5 +127,7 @@ export default async function setup(project: TestProject) {
   project.provide('target', target);
   return () => {
     prism?.kill('SIGTERM');
+    server?.kill('SIGTERM');
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   };
 }

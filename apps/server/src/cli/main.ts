@@ -79,7 +79,6 @@ async function run(store: Store, positionals: string[], values: Values): Promise
     }
     case 'keys create': {
       const accountId = required(values, 'account');
-      if (!(await store.getAccount(accountId))) throw new NotFound(`no account ${accountId}`);
       const scopes = (values.scopes ?? SCOPES.join(',')).split(',').map((s) => s.trim());
       const unknown = scopes.filter((s) => !isScope(s));
       if (unknown.length || scopes.length === 0) throw new UsageError(`--scopes must be among ${SCOPES.join(', ')}`);
@@ -87,6 +86,7 @@ async function run(store: Store, positionals: string[], values: Values): Promise
       if (mode !== 'live' && mode !== 'test') throw new UsageError('--mode must be live or test');
       const days = values['expires-in-days'] ? wholeNumber(values['expires-in-days'], 'expires-in-days', 1) : undefined;
       const expiresAt = days ? new Date(now.getTime() + days * 86_400_000) : null;
+      if (!(await store.getAccount(accountId))) throw new NotFound(`no account ${accountId}`);
       const { key, record } = await issueApiKey(store, { accountId, mode, scopes: scopes as Scope[], name: values.name ?? null, expiresAt, now });
       return {
         json: { id: record.id, accountId, key, scopes: record.scopes, mode, expiresAt: iso(expiresAt) },

@@ -204,8 +204,8 @@ export class SqliteStore implements Store {
           this.sql.deleteExpiredIdempotencyKey.run({ account_id: task.accountId, key: idempotency.key, now: ms(now) });
           const claimed = this.sql.selectIdempotencyKey.get({ account_id: task.accountId, key: idempotency.key }) as Row | undefined;
           if (claimed) {
-            if (claimed.fingerprint !== idempotency.fingerprint) return { kind: 'idempotency_key_reused' };
             if (claimed.state !== 'done') return { kind: 'idempotency_in_progress' };
+            if (claimed.fingerprint !== idempotency.fingerprint) return { kind: 'idempotency_key_reused' };
             return { kind: 'replayed', response: { status: claimed.response_status, body: JSON.parse(claimed.response_body) } };
           }
         }

@@ -1,0 +1,84 @@
+/** The operator CLI and the service's first start, as separate processes on a temporary data dir. */
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = resolve(import.meta.dirname, '..');
+const tsx = join(root, 'node_modules/.bin/tsx');
+const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-processes-'));
+const env = { ...process.env, VIDGEN_DATA_DIR: dataDir, VIDGEN_LOG_LEVEL: 'silent' };
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+async function vidgen(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(tsx, ['src/cli/main.ts', ...args], { cwd: root, env });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+const json = async (...args: string[]) => JSON.parse((await vidgen(...args, '--json')).stdout);
+
+describe('the operator CLI', () => {
+  it('creates accounts and keys, grants credits, revokes, and audits the ledger', async () => {
+    const account = await json('accounts', 'create', '--name', 'acme', '--credits', '500');
+    expect(account).toMatchObject({ name: 'acme', balance: 500 });
+    const issued = await json('keys', 'create', '--account', account.id, '--scopes', 'tasks:read', '--mode', 'test', '--expires-in-days', '30');
+    expect(issued.key).toMatch(/^vg_test_/);
+    expect(issued.scopes).toEqual(['tasks:read']);
+    const listed = await json('keys', 'list', '--account', account.id);
+    expect(JSON.stringify(listed)).not.toContain(issued.key);
+    expect(listed[0]).toMatchObject({ id: issued.id, revokedAt: null });
+    expect((await json('keys', 'revoke', issued.id)).revokedAt).toBeTruthy();
+    expect(await json('credits', 'grant', '--account', account.id, '--amount', '25', '--note', 'goodwill')).toMatchObject({ balance: 525 });
+    const ledger = await json('ledger', '--account', account.id);
+    expect(ledger).toMatchObject({ balance: 525, ledgerSum: 525, consistent: true });
+    expect(ledger.entries.map((e: { kind: string; amount: number }) => [e.kind, e.amount])).toEqual([['grant', 500], ['grant', 25]]);
+  });
+
+  it('says what is wrong, with exit codes for scripts', async () => {
+    expect(await vidgen('keys', 'create', '--account', 'acc_missing')).toMatchObject({ code: 1, stderr: expect.stringMatching(/no account acc_missing/) });
+    expect(await vidgen('tasks', 'show', 'gen_missing')).toMatchObject({ code: 1 });
+    expect(await vidgen('credits', 'grant', '--account', 'x', '--amount', '0')).toMatchObject({ code: 2, stderr: expect.stringMatching(/--amount must be a whole number/) });
+    expect(await vidgen('keys', 'create', '--account', 'x', '--scopes', 'admin')).toMatchObject({ code: 2 });
+    expect(await vidgen('fly')).toMatchObject({ code: 2, stderr: expect.stringMatching(/unknown command: fly/) });
+    expect(await vidgen('--nope')).toMatchObject({ code: 2 });
+  });
+});
+
+describe('the first start on an empty data dir', () => {
+  it('creates a development account, prints its key once, and accepts a submission with it', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'vidgen-first-start-'));
+    const server = spawn(tsx, ['src/main.ts'], { cwd: root, env: { ...env, VIDGEN_DATA_DIR: fresh, PORT: '0', HOST: '127.0.0.1' } });
+    try {
+      let output = '';
+      const baseUrl = await new Promise<string>((done, fail) => {
+        server.stdout.on('data', (chunk: Buffer) => {
+          output += chunk.toString();
+          const match = /listening on (http:\/\/\S+)/.exec(output);
+          if (match) done(match[1]!);
+        });
+        server.once('exit', (code) => fail(new Error(`exited ${code}: ${output}`)));
+      });
+      const key = /(vg_test_[0-9A-Za-z]{38})/.exec(output)?.[1];
+      expect(key).toBeDefined();
+      expect(output).toMatch(/created a development account/);
+      const res = await fetch(`${baseUrl}/api/open/v1/video/generations`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: 'vidgen-2.0', prompt: 'A paper boat drifting down a rainy street' }),
+      });
+      expect(res.status).toBe(202);
+      expect(res.headers.get('location')).toMatch(/^\/api\/open\/v1\/video\/generations\/gen_/);
+    } finally {
+      const exited = new Promise((resolve) => server.once('exit', resolve));
+      server.kill('SIGTERM');
+      await exited;
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+});

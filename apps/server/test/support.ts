@@ -1,0 +1,84 @@
+/** Test wiring: an app on a fresh SQLite store, a manual clock, keys made the operators' way. */
+import pino from 'pino';
+import { createAccount, issueApiKey } from '../src/accounts.js';
+import { createApp } from '../src/app.js';
+import { DEFAULT_PRICES } from '../src/domain/catalog.js';
+import type { Scope } from '../src/domain/keys.js';
+import { createInProcessTaskEvents } from '../src/events/in-process.js';
+import type { AppDeps } from '../src/http/deps.js';
+import type { Clock } from '../src/interfaces.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+
+/** A clock that moves only when told to, firing the timers that fall due. */
+export class ManualClock implements Clock {
+  private timers: { at: number; callback: () => void }[] = [];
+  constructor(private ms = Date.parse('2026-11-22T10:00:00.000Z')) {}
+  now = () => new Date(this.ms);
+  setTimeout = (callback: () => void, delay: number) => {
+    const timer = { at: this.ms + delay, callback };
+    this.timers.push(timer);
+    return () => {
+      this.timers = this.timers.filter((t) => t !== timer);
+    };
+  };
+  advance(delay: number): void {
+    this.ms += delay;
+    const due = this.timers.filter((t) => t.at <= this.ms);
+    this.timers = this.timers.filter((t) => t.at > this.ms);
+    for (const timer of due) timer.callback();
+  }
+  get pendingTimers(): number {
+    return this.timers.length;
+  }
+}
+
+export const silentLogger = pino({ level: 'silent' });
+
+export interface Harness {
+  app: ReturnType<typeof createApp>;
+  store: SqliteStore;
+  clock: ManualClock;
+  deps: AppDeps;
+  /** Creates an account with credits and a key; returns both ids and the key. */
+  account(credits?: number, scopes?: Scope[]): Promise<{ accountId: string; key: string; keyId: string }>;
+  request(method: string, path: string, init?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
+}
+
+export function harness(overrides: Partial<AppDeps> = {}, path = ':memory:'): Harness {
+  const store = new SqliteStore(path);
+  const clock = new ManualClock();
+  const deps: AppDeps = {
+    store,
+    clock,
+    logger: silentLogger,
+    events: createInProcessTaskEvents(),
+    config: { prices: DEFAULT_PRICES, idempotencyTtlMs: 24 * 3600_000 },
+    ...overrides,
+  };
+  const app = createApp(deps);
+  const h: Harness = {
+    app,
+    store,
+    clock,
+    deps,
+    async account(credits = 1_000_000, scopes: Scope[] = ['tasks:read', 'tasks:write']) {
+      const account = await createAccount(store, { name: 'test', credits, now: clock.now() });
+      const { key, record } = await issueApiKey(store, { accountId: account.id, mode: 'test', scopes, name: null, expiresAt: null, now: clock.now() });
+      return { accountId: account.id, key, keyId: record.id };
+    },
+    request(method, url, init = {}) {
+      const headers: Record<string, string> = { ...init.headers };
+      if (init.key) headers.Authorization = `Bearer ${init.key}`;
+      let body: string | undefined;
+      if (init.body !== undefined) {
+        body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+        headers['Content-Type'] ??= 'application/json';
+      }
+      return Promise.resolve(app.request(url, { method, headers, body }));
+    },
+  };
+  return h;
+}
+
+export const SUBMIT = '/api/open/v1/video/generations';
+export const validSubmit = (patch: Record<string, unknown> = {}) => ({ model: 'vidgen-2.0-fast', prompt: 'a red ball bouncing', duration: 4, resolution: '480p', ...patch });
