@@ -216,3 +216,57 @@ describe('service endpoints', () => {
     expect(replaced).toMatch(/^[0-9A-Z]{26}$/);
   });
 });
+
+describe('the request log', () => {
+  it('writes one line per request with the correlation id, and never the key', async () => {
+    const lines: string[] = [];
+    const pino = (await import('pino')).default;
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+    const h = harness({ logger });
+    const { key, accountId } = await h.account();
+    await h.request('POST', SUBMIT, { key, body: validSubmit(), headers: { 'X-Correlation-Id': 'log-line-1' } });
+    await h.request('GET', '/api/open/v1/models', { key: 'vg_live_wrong' });
+    expect(lines).toHaveLength(2);
+    const first = JSON.parse(lines[0]!);
+    expect(first).toMatchObject({ correlationId: 'log-line-1', method: 'POST', route: SUBMIT, status: 202, accountId });
+    expect(JSON.parse(lines[1]!)).toMatchObject({ status: 401, route: '/api/open/v1/models' });
+    expect(lines.join('\n')).not.toContain(key);
+    expect(lines.join('\n')).not.toContain('vg_live_wrong');
+  });
+});
+
+describe('idempotency keys', () => {
+  it('are scoped per account: the same key on two accounts makes two tasks', async () => {
+    const h = harness();
+    const a = await h.account();
+    const b = await h.account();
+    const headers = { 'Idempotency-Key': 'shared-key' };
+    const first = (await (await h.request('POST', SUBMIT, { key: a.key, body: validSubmit(), headers })).json()) as any;
+    const second = await h.request('POST', SUBMIT, { key: b.key, body: validSubmit(), headers });
+    expect(second.status).toBe(202);
+    expect(second.headers.get('idempotent-replayed')).toBeNull();
+    expect(((await second.json()) as any).requestId).not.toBe(first.requestId);
+  });
+
+  it('treat the same body with keys in another order as the same request', async () => {
+    const h = harness();
+    const { key } = await h.account();
+    const headers = { 'Idempotency-Key': 'order-insensitive' };
+    const body = validSubmit();
+    const reordered = Object.fromEntries(Object.entries(body).reverse());
+    const first = (await (await h.request('POST', SUBMIT, { key, body, headers })).json()) as any;
+    const again = await h.request('POST', SUBMIT, { key, body: reordered, headers });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(((await again.json()) as any).requestId).toBe(first.requestId);
+  });
+
+  it('expire after the configured time', async () => {
+    const h = harness();
+    const { key } = await h.account();
+    const headers = { 'Idempotency-Key': 'short-lived' };
+    const first = (await (await h.request('POST', SUBMIT, { key, body: validSubmit(), headers })).json()) as any;
+    h.clock.advance(24 * 3600_000);
+    const later = (await (await h.request('POST', SUBMIT, { key, body: validSubmit({ prompt: 'another' }), headers })).json()) as any;
+    expect(later.requestId).not.toBe(first.requestId);
+  });
+});
