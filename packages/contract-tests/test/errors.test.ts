@@ -105,30 +105,20 @@ const cases: ErrorCase[] = [
   { name: 'querying an unknown task', operationId: 'getGeneration', options: () => ({ path: { requestId: UNKNOWN_TASK_ID } }), status: 404, code: 'not_found', onMock: 'prefer' },
   { name: 'querying an id of another shape', operationId: 'getGeneration', options: () => ({ path: { requestId: 'not-a-task-id' } }), status: 404, code: 'not_found', onMock: 'prefer' },
   { name: 'cancelling an unknown task', operationId: 'cancelGeneration', options: () => ({ path: { requestId: UNKNOWN_TASK_ID } }), status: 404, code: 'not_found', onMock: 'prefer' },
-  {
-    name: 'querying another account’s task',
-    operationId: 'getGeneration',
-    options: async () => {
-      const theirs = await call('submitGeneration', { body: minimalSubmit(), apiKey: target.otherApiKey });
-      return { path: { requestId: theirs.json.requestId } };
-    },
-    status: 404,
-    code: 'not_found',
-    onMock: { skip: 'the mock has no accounts' },
-    needs: 'otherApiKey',
-  },
-  {
-    name: 'cancelling another account’s task',
-    operationId: 'cancelGeneration',
-    options: async () => {
-      const theirs = await call('submitGeneration', { body: minimalSubmit(), apiKey: target.otherApiKey });
-      return { path: { requestId: theirs.json.requestId } };
-    },
-    status: 404,
-    code: 'not_found',
-    onMock: { skip: 'the mock has no accounts' },
-    needs: 'otherApiKey',
-  },
+  ...(['getGeneration', 'cancelGeneration'] as const).map(
+    (operationId): ErrorCase => ({
+      name: `${operationId === 'getGeneration' ? 'querying' : 'cancelling'} another account’s task`,
+      operationId,
+      options: async () => {
+        const theirs = await call('submitGeneration', { body: minimalSubmit(), apiKey: target.otherApiKey });
+        return { path: { requestId: theirs.json.requestId } };
+      },
+      status: 404,
+      code: 'not_found',
+      onMock: { skip: 'the mock has no accounts' },
+      needs: 'otherApiKey',
+    }),
+  ),
   // 409, 413, 415, 422
   { name: 'cancelling a finished task', operationId: 'cancelGeneration', options: () => ({ path: { requestId: UNKNOWN_TASK_ID } }), status: 409, code: 'invalid_state', onMock: 'prefer', needs: 'baseUrl' },
   { name: 'an Idempotency-Key still in progress', operationId: 'submitGeneration', options: () => ({ body: minimalSubmit() }), status: 409, code: 'idempotency_in_progress', onMock: 'prefer' },
