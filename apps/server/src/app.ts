@@ -9,6 +9,7 @@ import type { AppDeps } from './http/deps.js';
 import { ApiError } from './http/errors.js';
 import { createMetrics } from './http/metrics.js';
 import { observe } from './http/middleware.js';
+import { registerFileRoutes } from './http/routes/files.js';
 import { registerGenerationRoutes } from './http/routes/generations.js';
 import { registerModelRoutes } from './http/routes/models.js';
 import { registerServiceRoutes } from './http/routes/service.js';
@@ -24,6 +25,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   registerServiceRoutes(app, deps);
   registerModelRoutes(app, deps);
   registerGenerationRoutes(app, deps);
+  registerFileRoutes(app, deps);
 
   // A known path with a method the spec does not give it: 405 with Allow.
   const methodsByPath = new Map<string, string[]>();

@@ -3,7 +3,7 @@
  * variable is documented in the README's "Configuration" table.
  */
 import { resolve } from 'node:path';
-import { parsePriceTable, type PriceTable } from './domain/catalog.js';
+import { MODEL_IDS, parsePriceTable, type ModelId, type PriceTable } from './domain/catalog.js';
 
 export interface Config {
   /** PORT: the HTTP port (default 8080; 0 lets the OS choose). */
@@ -24,7 +24,28 @@ export interface Config {
   devBootstrap: boolean;
   /** VIDGEN_DEV_CREDITS: credits of that development account (default 100000). */
   devCredits: number;
+  /** VIDGEN_PUBLIC_BASE_URL: the base of output file URLs (default http://127.0.0.1:<port>). */
+  publicBaseUrl: string | undefined;
+  /** VIDGEN_FILE_URL_SECRET: signs output URLs (default: made once, kept in the data dir). */
+  fileUrlSecret: string | undefined;
+  /** VIDGEN_OUTPUT_TTL_HOURS: how long output files are served (default 168 = 7 days). */
+  outputTtlMs: number;
+  /** VIDGEN_TASK_DEADLINE_MINUTES: a task not terminal by then fails with timeout (default 30). */
+  taskDeadlineMs: number;
+  /** VIDGEN_JOB_MAX_ATTEMPTS: claims of a task's job before it is given up (default 3). */
+  jobMaxAttempts: number;
+  /** VIDGEN_WORKER_CONCURRENCY: tasks generated at once by this process (default 1). */
+  workerConcurrency: number;
+  /** VIDGEN_PROVIDERS: JSON model → provider (`local` or `byteplus`); default every model on `local`. */
+  providers: Record<ModelId, ProviderName>;
+  /** VIDGEN_BYTEPLUS_BASE_URL / _API_KEY / _MODELS: the BytePlus ModelArk upstream, when routed to. */
+  byteplus: { baseUrl: string; apiKey: string | undefined; modelIds: Record<ModelId, string> };
+  /** VIDGEN_MEDIA_ALLOW_LOOPBACK (tests only, default false) and VIDGEN_MEDIA_CA_FILE: reference fetching. */
+  media: { allowLoopback: boolean; caFile: string | undefined };
 }
+
+export type ProviderName = 'local' | 'byteplus';
+const PROVIDER_NAMES: ProviderName[] = ['local', 'byteplus'];
 
 export class ConfigError extends Error {}
 
@@ -55,6 +76,27 @@ function database(url: string | undefined, dataDir: string): Config['database'] 
   throw new ConfigError(`VIDGEN_DATABASE_URL must start with sqlite:, got ${JSON.stringify(url)}`);
 }
 
+function modelMap<T extends string>(env: NodeJS.ProcessEnv, name: string, fallback: T, allowed?: readonly T[]): Record<ModelId, T> {
+  const map = Object.fromEntries(MODEL_IDS.map((id) => [id, fallback])) as Record<ModelId, T>;
+  const raw = env[name];
+  if (!raw) return map;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a JSON object of model → value`);
+  }
+  if (!parsed || typeof parsed !== 'object') throw new ConfigError(`${name} must be a JSON object of model → value`);
+  for (const [model, value] of Object.entries(parsed)) {
+    if (!MODEL_IDS.includes(model as ModelId)) throw new ConfigError(`${name}: unknown model ${model}`);
+    if (typeof value !== 'string' || (allowed && !allowed.includes(value as T))) {
+      throw new ConfigError(`${name}: ${model} must be ${allowed ? `one of ${allowed.join(', ')}` : 'a string'}`);
+    }
+    map[model as ModelId] = value as T;
+  }
+  return map;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.VIDGEN_DATA_DIR || './data');
   let prices: PriceTable;
@@ -77,5 +119,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel,
     devBootstrap: boolean(env, 'VIDGEN_DEV_BOOTSTRAP', env.NODE_ENV !== 'production'),
     devCredits: integer(env, 'VIDGEN_DEV_CREDITS', 100_000, 0, Number.MAX_SAFE_INTEGER),
+    publicBaseUrl: env.VIDGEN_PUBLIC_BASE_URL || undefined,
+    fileUrlSecret: env.VIDGEN_FILE_URL_SECRET || undefined,
+    outputTtlMs: integer(env, 'VIDGEN_OUTPUT_TTL_HOURS', 168, 1, 24 * 365) * 3600_000,
+    taskDeadlineMs: integer(env, 'VIDGEN_TASK_DEADLINE_MINUTES', 30, 1, 24 * 60) * 60_000,
+    jobMaxAttempts: integer(env, 'VIDGEN_JOB_MAX_ATTEMPTS', 3, 1, 20),
+    workerConcurrency: integer(env, 'VIDGEN_WORKER_CONCURRENCY', 1, 0, 64),
+    providers: modelMap<ProviderName>(env, 'VIDGEN_PROVIDERS', 'local', PROVIDER_NAMES),
+    byteplus: {
+      baseUrl: env.VIDGEN_BYTEPLUS_BASE_URL || 'https://ark.ap-southeast.bytepluses.com/api/v3',
+      apiKey: env.VIDGEN_BYTEPLUS_API_KEY || undefined,
+      modelIds: modelMap<string>(env, 'VIDGEN_BYTEPLUS_MODELS', ''),
+    },
+    media: { allowLoopback: boolean(env, 'VIDGEN_MEDIA_ALLOW_LOOPBACK', false), caFile: env.VIDGEN_MEDIA_CA_FILE || undefined },
   };
 }

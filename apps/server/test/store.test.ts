@@ -37,12 +37,14 @@ const task = (price: number, at = now): NewTask => ({
   metadata: null,
   webhookUrl: null,
   creditsCharged: price,
+  deadlineAt: new Date(at.getTime() + 30 * 60_000),
 });
+const job = { maxAttempts: 3 };
 
 describe('SqliteStore', () => {
   it('charges with the task and records the charge in the ledger', async () => {
     const store = await storeWithAccount(100);
-    const outcome = await store.submitTask({ task: task(40), idempotency: null, now, respond });
+    const outcome = await store.submitTask({ job, task: task(40), idempotency: null, now, respond });
     expect(outcome.kind).toBe('created');
     expect(await store.auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
     expect((await store.listLedger('acc_1')).map((e) => [e.kind, e.amount])).toEqual([['grant', 100], ['charge', -40]]);
@@ -50,7 +52,7 @@ describe('SqliteStore', () => {
 
   it('refuses a charge above the balance and writes nothing', async () => {
     const store = await storeWithAccount(30);
-    const outcome = await store.submitTask({ task: task(40), idempotency: null, now, respond });
+    const outcome = await store.submitTask({ job, task: task(40), idempotency: null, now, respond });
     expect(outcome).toEqual({ kind: 'insufficient_credits', required: 40, available: 30 });
     expect(await store.auditBalance('acc_1')).toEqual({ balance: 30, ledgerSum: 30 });
     expect(await store.listTasks({ accountId: 'acc_1', limit: 10 })).toEqual([]);
@@ -58,7 +60,7 @@ describe('SqliteStore', () => {
 
   it('refunds a cancelled task exactly once', async () => {
     const store = await storeWithAccount(100);
-    const created = await store.submitTask({ task: task(40), idempotency: null, now, respond });
+    const created = await store.submitTask({ job, task: task(40), idempotency: null, now, respond });
     const id = created.kind === 'created' ? created.task.id : '';
     expect((await store.cancelTask({ accountId: 'acc_1', id, now: later(1000) })).kind).toBe('cancelled');
     expect((await store.cancelTask({ accountId: 'acc_1', id, now: later(2000) })).kind).toBe('already_cancelled');
@@ -70,7 +72,7 @@ describe('SqliteStore', () => {
 
   it('refuses a second refund row for a task even if asked directly', async () => {
     const store = await storeWithAccount(100);
-    const created = await store.submitTask({ task: task(40), idempotency: null, now, respond });
+    const created = await store.submitTask({ job, task: task(40), idempotency: null, now, respond });
     const id = created.kind === 'created' ? created.task.id : '';
     await store.cancelTask({ accountId: 'acc_1', id, now });
     const insert = () =>
@@ -80,7 +82,7 @@ describe('SqliteStore', () => {
 
   it('does not cancel a finished task', async () => {
     const store = await storeWithAccount(100);
-    const created = await store.submitTask({ task: task(40), idempotency: null, now, respond });
+    const created = await store.submitTask({ job, task: task(40), idempotency: null, now, respond });
     const id = created.kind === 'created' ? created.task.id : '';
     store.db.prepare("UPDATE tasks SET status = 'succeeded' WHERE id = ?").run(id);
     expect(await store.cancelTask({ accountId: 'acc_1', id, now })).toEqual({ kind: 'invalid_state', status: 'succeeded' });
@@ -90,7 +92,7 @@ describe('SqliteStore', () => {
   it('hides tasks of other accounts', async () => {
     const store = await storeWithAccount(100);
     await store.createAccount({ id: 'acc_2', name: 'b', webhookSecret: 'whsec_y', openingGrant: 0, now });
-    const created = await store.submitTask({ task: task(40), idempotency: null, now, respond });
+    const created = await store.submitTask({ job, task: task(40), idempotency: null, now, respond });
     const id = created.kind === 'created' ? created.task.id : '';
     expect(await store.getTask('acc_2', id)).toBeUndefined();
     expect(await store.cancelTask({ accountId: 'acc_2', id, now })).toEqual({ kind: 'not_found' });
@@ -101,8 +103,8 @@ describe('SqliteStore', () => {
 
     it('replays the first answer for the same key and body, charging once', async () => {
       const store = await storeWithAccount(100);
-      const first = await store.submitTask({ task: task(40), idempotency: claim('k'), now, respond });
-      const again = await store.submitTask({ task: task(40), idempotency: claim('k'), now: later(10), respond });
+      const first = await store.submitTask({ job, task: task(40), idempotency: claim('k'), now, respond });
+      const again = await store.submitTask({ job, task: task(40), idempotency: claim('k'), now: later(10), respond });
       expect(first.kind).toBe('created');
       expect(again).toEqual({ kind: 'replayed', response: first.kind === 'created' ? first.response : undefined });
       expect(await store.auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
@@ -110,8 +112,8 @@ describe('SqliteStore', () => {
 
     it('refuses the same key with another body', async () => {
       const store = await storeWithAccount(100);
-      await store.submitTask({ task: task(40), idempotency: claim('k', 'f1'), now, respond });
-      expect(await store.submitTask({ task: task(40), idempotency: claim('k', 'f2'), now, respond })).toEqual({ kind: 'idempotency_key_reused' });
+      await store.submitTask({ job, task: task(40), idempotency: claim('k', 'f1'), now, respond });
+      expect(await store.submitTask({ job, task: task(40), idempotency: claim('k', 'f2'), now, respond })).toEqual({ kind: 'idempotency_key_reused' });
     });
 
     it('reports a claim still in progress', async () => {
@@ -119,21 +121,21 @@ describe('SqliteStore', () => {
       store.db
         .prepare("INSERT INTO idempotency_keys (account_id, key, fingerprint, state, created_at, expires_at) VALUES ('acc_1', 'k', 'f1', 'in_progress', ?, ?)")
         .run(now.getTime(), later(3600_000).getTime());
-      expect(await store.submitTask({ task: task(40), idempotency: claim('k'), now, respond })).toEqual({ kind: 'idempotency_in_progress' });
+      expect(await store.submitTask({ job, task: task(40), idempotency: claim('k'), now, respond })).toEqual({ kind: 'idempotency_in_progress' });
     });
 
     it('forgets a key after it expires', async () => {
       const store = await storeWithAccount(100);
-      await store.submitTask({ task: task(40), idempotency: { key: 'k', fingerprint: 'f1', expiresAt: later(1000) }, now, respond });
-      const after = await store.submitTask({ task: task(40, later(2000)), idempotency: claim('k', 'f2'), now: later(2000), respond });
+      await store.submitTask({ job, task: task(40), idempotency: { key: 'k', fingerprint: 'f1', expiresAt: later(1000) }, now, respond });
+      const after = await store.submitTask({ job, task: task(40, later(2000)), idempotency: claim('k', 'f2'), now: later(2000), respond });
       expect(after.kind).toBe('created');
     });
 
     it('does not claim the key when the charge fails', async () => {
       const store = await storeWithAccount(30);
-      expect((await store.submitTask({ task: task(40), idempotency: claim('k'), now, respond })).kind).toBe('insufficient_credits');
+      expect((await store.submitTask({ job, task: task(40), idempotency: claim('k'), now, respond })).kind).toBe('insufficient_credits');
       await store.grantCredits({ accountId: 'acc_1', amount: 100, note: null, now });
-      expect((await store.submitTask({ task: task(40), idempotency: claim('k'), now, respond })).kind).toBe('created');
+      expect((await store.submitTask({ job, task: task(40), idempotency: claim('k'), now, respond })).kind).toBe('created');
     });
   });
 
@@ -141,7 +143,7 @@ describe('SqliteStore', () => {
     const store = await storeWithAccount(1000);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const created = await store.submitTask({ task: task(10, later(i * 1000)), idempotency: null, now: later(i * 1000), respond });
+      const created = await store.submitTask({ job, task: task(10, later(i * 1000)), idempotency: null, now: later(i * 1000), respond });
       ids.push(created.kind === 'created' ? created.task.id : '');
     }
     await store.cancelTask({ accountId: 'acc_1', id: ids[1]!, now: later(9000) });
@@ -161,7 +163,7 @@ describe('SqliteStore', () => {
       await first.close();
       const second = new SqliteStore(path);
       expect((await second.getAccount('acc_1'))?.balance).toBe(5);
-      expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(1);
+      expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(2);
       expect(second.db.pragma('journal_mode', { simple: true })).toBe('wal');
       await second.close();
     } finally {

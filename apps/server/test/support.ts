@@ -52,7 +52,7 @@ export function harness(overrides: Partial<AppDeps> = {}, path = ':memory:'): Ha
     clock,
     logger: silentLogger,
     events: createInProcessTaskEvents(),
-    config: { prices: DEFAULT_PRICES, idempotencyTtlMs: 24 * 3600_000 },
+    config: { prices: DEFAULT_PRICES, idempotencyTtlMs: 24 * 3600_000, taskDeadlineMs: 30 * 60_000, jobMaxAttempts: 3 },
     ...overrides,
   };
   const app = createApp(deps);

@@ -135,6 +135,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/files/{fileName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a generated video
+         * @description The MP4 (H.264) of a succeeded task. Use `output.url` of the task as it is: the service
+         *     signs it, and it works without an API key until `output.expiresAt` (7 days after
+         *     completion by default), after which the file is deleted. Supports `HEAD` and single HTTP
+         *     range requests (`Range: bytes=start-end`), so video players can seek; a range that
+         *     starts past the end of the file is answered `416`.
+         */
+        get: operations["getOutputFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -708,6 +732,7 @@ export interface components {
          *     | 409 | `idempotency_in_progress` | the same `Idempotency-Key` is still being processed |
          *     | 413 | `payload_too_large` | body over 64 KiB |
          *     | 415 | `unsupported_media_type` | body not `application/json` |
+         *     | 416 | `range_not_satisfiable` | a file range past the end of the file |
          *     | 422 | `idempotency_key_reused` | the same `Idempotency-Key` with a different body |
          *     | 429 | `rate_limited`, `too_many_active_tasks` | request rate, or active tasks, over the limit |
          *     | 500 | `internal_error` | unexpected failure |
@@ -717,7 +742,7 @@ export interface components {
          * @example invalid_request
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "unauthorized" | "insufficient_credits" | "forbidden" | "not_found" | "method_not_allowed" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable";
+        ErrorCode: "invalid_request" | "unauthorized" | "insufficient_credits" | "forbidden" | "not_found" | "method_not_allowed" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable";
         /** @description One precise problem. */
         ErrorDetail: {
             /**
@@ -808,6 +833,12 @@ export interface components {
             error?: {
                 /** @constant */
                 code?: "unsupported_media_type";
+            };
+        };
+        RangeNotSatisfiableError: components["schemas"]["ErrorResponse"] & {
+            error?: {
+                /** @constant */
+                code?: "range_not_satisfiable";
             };
         };
         TooManyRequestsError: components["schemas"]["ErrorResponse"] & {
@@ -1065,6 +1096,16 @@ export interface components {
          */
         RateLimit: string;
         /**
+         * @description `bytes`: the file can be fetched in ranges.
+         * @example bytes
+         */
+        AcceptRanges: "bytes";
+        /**
+         * @description Bytes in this answer's body.
+         * @example 482113
+         */
+        ContentLength: number;
+        /**
          * @description The authentication scheme to use, with the reason when a key was given but refused.
          * @example Bearer realm="vidgen", error="invalid_token"
          */
@@ -1313,6 +1354,112 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getOutputFile: {
+        parameters: {
+            query: {
+                /**
+                 * @description When the URL stops working, in seconds since the Unix epoch (part of the signed URL).
+                 * @example 1764410462
+                 */
+                expires: string;
+                /**
+                 * @description The URL's signature (part of the signed URL).
+                 * @example 6q1oVbQf3WcR0m2xk3P9
+                 */
+                sig: string;
+            };
+            header?: {
+                /**
+                 * @description One byte range, e.g. `bytes=0-1023`, `bytes=1024-` or `bytes=-500`. Several ranges are answered with the whole file.
+                 * @example bytes=0-1023
+                 */
+                Range?: string;
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path: {
+                /**
+                 * @description The file's name, as in `output.url`.
+                 * @example gen_01JD6Z8K4T9QW3M5R7X2B6C8N0.mp4
+                 */
+                fileName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The whole file. */
+            200: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "Content-Length": components["headers"]["ContentLength"];
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "video/mp4": string;
+                };
+            };
+            /** @description The requested range of the file. */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "Content-Length": components["headers"]["ContentLength"];
+                    /**
+                     * @description The range sent and the file's size, e.g. `bytes 0-1023/482113`.
+                     * @example bytes 0-1023/482113
+                     */
+                    "Content-Range": string;
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "video/mp4": string;
+                };
+            };
+            /** @description `forbidden`: the URL's signature is wrong or it has expired. Query the task again for its current `output`. */
+            403: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
+            /** @description `not_found`: no such file (it may have been deleted after it expired). */
+            404: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `range_not_satisfiable`: the range starts past the end of the file. `Content-Range` gives the size. */
+            416: {
+                headers: {
+                    /**
+                     * @description `bytes *\/<size>`.
+                     * @example bytes *\/482113
+                     */
+                    "Content-Range": string;
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RangeNotSatisfiableError"];
+                };
+            };
             503: components["responses"]["Unavailable"];
         };
     };

@@ -20,10 +20,12 @@ const TRANSITIONS: Readonly<Record<TaskState, readonly TaskState[]>> = Object.fr
 export const isTerminal = (state: TaskState): boolean => TRANSITIONS[state].length === 0;
 export const isActive = (state: TaskState): boolean => !isTerminal(state);
 export const canTransition = (from: TaskState, to: TaskState): boolean => TRANSITIONS[from].includes(to);
+/** States from which a task may move to `to`. */
+export const statesLeadingTo = (to: TaskState): TaskState[] => (Object.keys(TRANSITIONS) as TaskState[]).filter((s) => canTransition(s, to));
 /** States from which a cancel moves the task to `cancelled`. */
-export const CANCELLABLE_STATES: readonly TaskState[] = Object.freeze(
-  (Object.keys(TRANSITIONS) as TaskState[]).filter((s) => canTransition(s, 'cancelled')),
-);
+export const CANCELLABLE_STATES: readonly TaskState[] = Object.freeze(statesLeadingTo('cancelled'));
+/** Queued or processing: not yet terminal. */
+export const ACTIVE_STATES: readonly TaskState[] = Object.freeze((Object.keys(TRANSITIONS) as TaskState[]).filter(isActive));
 /** Whether a terminal state gives the credits back. */
 export const isRefunded = (state: TaskState): boolean => state === 'failed' || state === 'cancelled';
 

@@ -9,6 +9,10 @@ export interface AppConfig {
   prices: PriceTable;
   /** How long an Idempotency-Key's first answer is kept for replays. */
   idempotencyTtlMs: number;
+  /** A task not terminal this long after acceptance fails with `timeout` (D7). */
+  taskDeadlineMs: number;
+  /** How many times a task's job is claimed before it is given up (worker crashes, bugs). */
+  jobMaxAttempts: number;
 }
 
 export interface AppDeps {
@@ -22,4 +26,8 @@ export interface AppDeps {
   docsHtml?: () => string | undefined;
   /** True while the process drains for shutdown: readiness fails. */
   isDraining?: () => boolean;
+  /** Tells workers in this process that a job was enqueued (so they need not wait for their poll). */
+  wakeWorkers?: () => void;
+  /** Serves output files (GET /files/…); absent when this process serves none. */
+  files?: import('../files/storage.js').OutputFiles;
 }

@@ -16,6 +16,7 @@ const STATUS_OF: Record<ErrorCode, number> = {
   idempotency_in_progress: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  range_not_satisfiable: 416,
   idempotency_key_reused: 422,
   rate_limited: 429,
   too_many_active_tasks: 429,

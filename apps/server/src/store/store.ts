@@ -43,17 +43,37 @@ export interface TaskRecord {
   creditsRefunded: number;
   outputUrl: string | null;
   outputExpiresAt: Date | null;
+  /** Where the output file is kept (FileStorage key); null once swept. */
+  outputKey: string | null;
   errorCode: string | null;
   errorMessage: string | null;
   createdAt: Date;
   updatedAt: Date;
   completedAt: Date | null;
+  /** The task fails with `timeout` if it is not terminal by then (D7). */
+  deadlineAt: Date | null;
 }
 
 export type NewTask = Pick<
   TaskRecord,
-  'id' | 'accountId' | 'model' | 'prompt' | 'duration' | 'aspectRatio' | 'resolution' | 'mode' | 'mediaUrls' | 'metadata' | 'webhookUrl' | 'creditsCharged'
+  | 'id'
+  | 'accountId'
+  | 'model'
+  | 'prompt'
+  | 'duration'
+  | 'aspectRatio'
+  | 'resolution'
+  | 'mode'
+  | 'mediaUrls'
+  | 'metadata'
+  | 'webhookUrl'
+  | 'creditsCharged'
+  | 'deadlineAt'
 >;
+
+export type StartOutcome = { kind: 'started'; task: TaskRecord } | { kind: 'not_startable'; status: TaskState | undefined };
+export type CompleteOutcome = { kind: 'succeeded'; task: TaskRecord } | { kind: 'discarded'; status: TaskState | undefined };
+export type FailOutcome = { kind: 'failed'; task: TaskRecord } | { kind: 'already_terminal'; status: TaskState | undefined };
 
 export interface LedgerEntry {
   id: number;
@@ -126,6 +146,8 @@ export interface Store {
    */
   submitTask(input: {
     task: NewTask;
+    /** The task's generation job, enqueued in the same transaction. */
+    job: { maxAttempts: number };
     idempotency: IdempotencyClaim | null;
     now: Date;
     respond: (task: TaskRecord) => StoredResponse;
@@ -137,4 +159,18 @@ export interface Store {
   /** Moves a queued or processing task to cancelled and refunds it, exactly once. */
   cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome>;
   countTasksByStatus(): Promise<Record<TaskState, number>>;
+
+  // The lifecycle moves a worker makes (the API's only move is cancelTask).
+  /** queued → processing; also a processing task whose worker died (its job was claimed again). */
+  startTask(input: { id: string; now: Date }): Promise<StartOutcome>;
+  /** processing → succeeded with its output; discarded if the task was cancelled (or ended) meanwhile. */
+  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome>;
+  /** queued | processing → failed, refunding the charge exactly once. */
+  failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome>;
+  /** Fails every task past its deadline with `timeout` (refunded); returns them. */
+  expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]>;
+  /** Succeeded tasks whose output file has expired and is still kept. */
+  listExpiredOutputs(input: { now: Date; limit: number }): Promise<{ id: string; outputKey: string }[]>;
+  /** Forgets a swept output file. */
+  clearOutputKey(id: string): Promise<void>;
 }

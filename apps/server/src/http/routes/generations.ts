@@ -77,7 +77,9 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
         metadata: (request.metadata as Record<string, unknown> | undefined) ?? null,
         webhookUrl: request.webhookUrl ?? null,
         creditsCharged: priceOf(config.prices, request.model, resolution, duration),
+        deadlineAt: new Date(now.getTime() + config.taskDeadlineMs),
       },
+      job: { maxAttempts: config.jobMaxAttempts },
       idempotency: idempotencyKey
         ? {
             key: idempotencyKey,
@@ -98,7 +100,10 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
         const answer = outcome.response.body as SuccessBody<'submitGeneration'>;
         c.header('Location', `${BASE}/${answer.requestId}`);
         if (outcome.kind === 'replayed') c.header('Idempotent-Replayed', 'true');
-        else deps.metrics?.creditsCharged(answer.creditsCharged);
+        else {
+          deps.metrics?.creditsCharged(answer.creditsCharged);
+          deps.wakeWorkers?.();
+        }
         return c.json(answer, 202);
       }
       case 'insufficient_credits':

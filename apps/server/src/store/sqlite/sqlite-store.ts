@@ -8,12 +8,16 @@ import Database from 'better-sqlite3';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CANCELLABLE_STATES, TASK_STATES, type TaskState } from '../../domain/states.js';
+import { ACTIVE_STATES, CANCELLABLE_STATES, TASK_STATES, statesLeadingTo, type TaskState } from '../../domain/states.js';
 import type { Scope } from '../../domain/keys.js';
+import type { Job, JobQueue } from '../../queue/queue.js';
 import type {
   AccountRecord,
   ApiKeyRecord,
   CancelOutcome,
+  CompleteOutcome,
+  FailOutcome,
+  StartOutcome,
   LedgerEntry,
   Store,
   SubmitOutcome,
@@ -59,12 +63,16 @@ const toTask = (row: Row): TaskRecord => ({
   creditsRefunded: row.credits_refunded,
   outputUrl: row.output_url,
   outputExpiresAt: date(row.output_expires_at),
+  outputKey: row.output_key,
   errorCode: row.error_code,
   errorMessage: row.error_message,
   createdAt: new Date(row.created_at),
   updatedAt: new Date(row.updated_at),
   completedAt: date(row.completed_at),
+  deadlineAt: date(row.deadline_at),
 });
+
+const toJob = (row: Row): Job => ({ id: row.id, taskId: row.task_id, attempts: row.attempts, maxAttempts: row.max_attempts });
 
 const toLedgerEntry = (row: Row): LedgerEntry => ({
   id: row.id,
@@ -76,7 +84,7 @@ const toLedgerEntry = (row: Row): LedgerEntry => ({
   createdAt: new Date(row.created_at),
 });
 
-export class SqliteStore implements Store {
+export class SqliteStore implements Store, JobQueue {
   readonly db: Database.Database;
   private readonly sql: ReturnType<typeof prepareStatements>;
 
@@ -228,8 +236,10 @@ export class SqliteStore implements Store {
           metadata: task.metadata === null ? null : JSON.stringify(task.metadata),
           webhook_url: task.webhookUrl,
           credits_charged: task.creditsCharged,
+          deadline_at: ms(task.deadlineAt),
           now: ms(now),
         });
+        this.sql.insertJob.run({ task_id: task.id, max_attempts: input.job.maxAttempts, now: ms(now) });
         this.sql.insertLedgerEntry.run({
           account_id: task.accountId,
           kind: 'charge',
@@ -287,18 +297,102 @@ export class SqliteStore implements Store {
         if (status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
         if (!CANCELLABLE_STATES.includes(status)) return { kind: 'invalid_state', status };
         this.sql.cancelTask.run({ id: input.id, now: ms(input.now) });
-        this.sql.addToBalance.run({ id: input.accountId, amount: row.credits_charged });
-        this.sql.insertLedgerEntry.run({
-          account_id: input.accountId,
-          kind: 'refund',
-          amount: row.credits_charged,
-          task_id: input.id,
-          note: 'cancelled',
-          created_at: ms(input.now),
-        });
+        this.refundNow(row, 'cancelled', input.now);
         return { kind: 'cancelled', task: toTask(this.sql.selectTask.get({ account_id: input.accountId, id: input.id }) as Row) };
       })
       .immediate();
+  }
+
+  /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
+  private refundNow(task: Row, note: string, now: Date): void {
+    this.sql.addToBalance.run({ id: task.account_id, amount: task.credits_charged });
+    this.sql.insertLedgerEntry.run({ account_id: task.account_id, kind: 'refund', amount: task.credits_charged, task_id: task.id, note, created_at: ms(now) });
+  }
+
+  async startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
+    return this.db
+      .transaction((): StartOutcome => {
+        if (this.sql.startTask.run({ id: input.id, now: ms(input.now) }).changes === 0) {
+          return { kind: 'not_startable', status: (this.sql.selectTaskById.get(input.id) as Row | undefined)?.status };
+        }
+        return { kind: 'started', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
+      })
+      .immediate();
+  }
+
+  async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
+    return this.db
+      .transaction((): CompleteOutcome => {
+        const changed = this.sql.completeTask.run({
+          id: input.id,
+          now: ms(input.now),
+          output_key: input.outputKey,
+          output_url: input.outputUrl,
+          output_expires_at: ms(input.outputExpiresAt),
+        }).changes;
+        const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
+        return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
+      })
+      .immediate();
+  }
+
+  async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
+    return this.db
+      .transaction((): FailOutcome => {
+        const changed = this.sql.failTask.run({ id: input.id, now: ms(input.now), code: input.code, message: input.message }).changes;
+        const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
+        if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
+        this.refundNow(row, input.code, input.now);
+        return { kind: 'failed', task: toTask(row) };
+      })
+      .immediate();
+  }
+
+  async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
+    const overdue = this.sql.selectOverdueTasks.pluck().all({ now: ms(input.now), limit: input.limit }) as string[];
+    const expired: TaskRecord[] = [];
+    for (const id of overdue) {
+      const outcome = await this.failTask({ id, now: input.now, code: 'timeout', message: 'no result within the deadline' });
+      if (outcome.kind === 'failed') expired.push(outcome.task);
+    }
+    return expired;
+  }
+
+  async listExpiredOutputs(input: { now: Date; limit: number }): Promise<{ id: string; outputKey: string }[]> {
+    return (this.sql.selectExpiredOutputs.all({ now: ms(input.now), limit: input.limit }) as Row[]).map((r) => ({ id: r.id, outputKey: r.output_key }));
+  }
+
+  async clearOutputKey(id: string): Promise<void> {
+    this.sql.clearOutputKey.run(id);
+  }
+
+  // --- JobQueue -------------------------------------------------------------
+
+  async claim(input: { workerId: string; now: Date; leaseMs: number }): Promise<Job | undefined> {
+    const row = this.sql.claimJob.get({ worker: input.workerId, now: ms(input.now), lease_until: input.now.getTime() + input.leaseMs }) as Row | undefined;
+    return row && toJob(row);
+  }
+
+  async extendLease(input: { jobId: number; workerId: string; leaseUntil: Date }): Promise<boolean> {
+    return this.sql.extendLease.run({ id: input.jobId, worker: input.workerId, lease_until: ms(input.leaseUntil) }).changes === 1;
+  }
+
+  async complete(jobId: number, now: Date): Promise<void> {
+    this.sql.finishJob.run({ id: jobId, state: 'done', error: null, now: ms(now) });
+  }
+
+  async retry(input: { jobId: number; runAt: Date; error: string; now: Date }): Promise<void> {
+    this.sql.retryJob.run({ id: input.jobId, run_at: ms(input.runAt), error: input.error, now: ms(input.now) });
+  }
+
+  async bury(input: { jobId: number; error: string; now: Date }): Promise<void> {
+    this.sql.finishJob.run({ id: input.jobId, state: 'dead', error: input.error, now: ms(input.now) });
+  }
+
+  async countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>> {
+    const counts = { available: 0, leased: 0, done: 0, dead: 0 };
+    for (const row of this.sql.countJobs.all() as Row[]) counts[row.state as keyof typeof counts] = row.count;
+    return counts;
   }
 
   async countTasksByStatus(): Promise<Record<TaskState, number>> {
@@ -307,6 +401,9 @@ export class SqliteStore implements Store {
     return counts;
   }
 }
+
+/** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
+const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
 function prepareStatements(db: Database.Database) {
   const taskPage = (byStatus: boolean) => `
@@ -350,17 +447,55 @@ function prepareStatements(db: Database.Database) {
     ),
     insertTask: db.prepare(
       `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
-                          webhook_url, credits_charged, created_at, updated_at)
+                          webhook_url, credits_charged, deadline_at, created_at, updated_at)
        VALUES (@id, @account_id, @status, @model, @prompt, @duration, @aspect_ratio, @resolution, @mode, @media_urls, @metadata,
-               @webhook_url, @credits_charged, @now, @now)`,
+               @webhook_url, @credits_charged, @deadline_at, @now, @now)`,
     ),
+    insertJob: db.prepare(
+      `INSERT INTO jobs (task_id, state, max_attempts, run_at, created_at, updated_at) VALUES (@task_id, 'available', @max_attempts, @now, @now, @now)`,
+    ),
+    startTask: db.prepare(
+      // A processing task is started again when its worker died and its job was claimed anew.
+      `UPDATE tasks SET status = 'processing', updated_at = @now WHERE id = @id AND status IN ${inList(ACTIVE_STATES)}`,
+    ),
+    completeTask: db.prepare(
+      `UPDATE tasks SET status = 'succeeded', output_key = @output_key, output_url = @output_url, output_expires_at = @output_expires_at,
+                        updated_at = @now, completed_at = @now
+       WHERE id = @id AND status IN ${inList(statesLeadingTo('succeeded'))}`,
+    ),
+    failTask: db.prepare(
+      `UPDATE tasks SET status = 'failed', error_code = @code, error_message = @message, credits_refunded = credits_charged,
+                        updated_at = @now, completed_at = @now
+       WHERE id = @id AND status IN ${inList(statesLeadingTo('failed'))}`,
+    ),
+    selectOverdueTasks: db.prepare(
+      `SELECT id FROM tasks WHERE status IN ${inList(ACTIVE_STATES)} AND deadline_at <= @now ORDER BY deadline_at LIMIT @limit`,
+    ),
+    selectExpiredOutputs: db.prepare(
+      'SELECT id, output_key FROM tasks WHERE output_key IS NOT NULL AND output_expires_at <= @now ORDER BY output_expires_at LIMIT @limit',
+    ),
+    clearOutputKey: db.prepare('UPDATE tasks SET output_key = NULL WHERE id = ?'),
+    // One statement: picking and leasing cannot interleave with another claimer.
+    claimJob: db.prepare(
+      `UPDATE jobs SET state = 'leased', leased_by = @worker, lease_until = @lease_until, attempts = attempts + 1, updated_at = @now
+       WHERE id = (SELECT id FROM jobs
+                   WHERE (state = 'available' AND run_at <= @now) OR (state = 'leased' AND lease_until <= @now)
+                   ORDER BY run_at, id LIMIT 1)
+       RETURNING *`,
+    ),
+    extendLease: db.prepare(`UPDATE jobs SET lease_until = @lease_until WHERE id = @id AND state = 'leased' AND leased_by = @worker`),
+    finishJob: db.prepare(`UPDATE jobs SET state = @state, last_error = @error, lease_until = NULL, updated_at = @now WHERE id = @id`),
+    retryJob: db.prepare(
+      `UPDATE jobs SET state = 'available', run_at = @run_at, last_error = @error, lease_until = NULL, leased_by = NULL, updated_at = @now WHERE id = @id`,
+    ),
+    countJobs: db.prepare('SELECT state, count(*) AS count FROM jobs GROUP BY state'),
     selectTask: db.prepare('SELECT * FROM tasks WHERE account_id = @account_id AND id = @id'),
     selectTaskById: db.prepare('SELECT * FROM tasks WHERE id = ?'),
     selectTaskPage: db.prepare(taskPage(false)),
     selectTaskPageByStatus: db.prepare(taskPage(true)),
     cancelTask: db.prepare(
       `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = @now, completed_at = @now
-       WHERE id = @id AND status IN (${CANCELLABLE_STATES.map((state) => `'${state}'`).join(', ')})`,
+       WHERE id = @id AND status IN ${inList(CANCELLABLE_STATES)}`,
     ),
     countTasksByStatus: db.prepare('SELECT status, count(*) AS count FROM tasks GROUP BY status'),
   };

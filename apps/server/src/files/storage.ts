@@ -1,0 +1,80 @@
+/**
+ * Output files (D13): the service keeps each result itself and serves it at a
+ * URL it signs with an expiry. Local disk here; an S3-compatible store for
+ * deployments of several machines comes with the multi-machine issue.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFile, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+
+export interface OutputFiles {
+  /** Moves a finished file into storage; returns its key. */
+  put(taskId: string, sourcePath: string): Promise<string>;
+  /** A URL that serves the file until `expiresAt`. */
+  urlFor(key: string, expiresAt: Date): string;
+  /** Whether `expires`/`sig` from a URL are genuine and not past. */
+  verify(key: string, expires: string | undefined, sig: string | undefined, now: Date): boolean;
+  /** The file on disk, or undefined when it is gone. */
+  locate(key: string): Promise<{ path: string; size: number } | undefined>;
+  remove(key: string): Promise<void>;
+}
+
+const KEY = /^gen_[0-9A-Za-z]{16,64}\.mp4$/;
+
+/** The signing secret: configured, or made once and kept in the data dir so URLs survive restarts. */
+export function loadSigningSecret(dataDir: string, configured: string | undefined): Buffer {
+  if (configured) return Buffer.from(configured, 'utf8');
+  const path = join(dataDir, 'file-url-secret');
+  if (!existsSync(path)) {
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(path, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+  }
+  return Buffer.from(readFileSync(path, 'utf8').trim(), 'base64');
+}
+
+/** `publicBaseUrl` may be a function: the port is known only once the server listens. */
+export function createLocalOutputFiles(options: { directory: string; publicBaseUrl: string | (() => string); secret: Buffer }): OutputFiles {
+  mkdirSync(options.directory, { recursive: true });
+  const base = () => (typeof options.publicBaseUrl === 'function' ? options.publicBaseUrl() : options.publicBaseUrl).replace(/\/$/, '');
+  const sign = (key: string, expires: string) => createHmac('sha256', options.secret).update(`${key}:${expires}`).digest('base64url');
+  const pathOf = (key: string) => join(options.directory, key);
+
+  return {
+    async put(taskId, sourcePath) {
+      const key = `${taskId}.mp4`;
+      try {
+        await rename(sourcePath, pathOf(key));
+      } catch (error) {
+        // Across file systems a rename fails; copy instead.
+        if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+        await copyFile(sourcePath, pathOf(key));
+        await rm(sourcePath, { force: true });
+      }
+      return key;
+    },
+    urlFor(key, expiresAt) {
+      const expires = String(Math.floor(expiresAt.getTime() / 1000));
+      return `${base()}/files/${key}?expires=${expires}&sig=${sign(key, expires)}`;
+    },
+    verify(key, expires, sig, now) {
+      if (!KEY.test(key) || !expires || !sig || !/^\d{1,12}$/.test(expires)) return false;
+      if (Number(expires) * 1000 <= now.getTime()) return false;
+      const expected = Buffer.from(sign(key, expires));
+      const given = Buffer.from(sig);
+      return given.length === expected.length && timingSafeEqual(given, expected);
+    },
+    async locate(key) {
+      if (!KEY.test(key)) return undefined;
+      try {
+        const info = await stat(pathOf(key));
+        return info.isFile() ? { path: pathOf(key), size: info.size } : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    async remove(key) {
+      if (KEY.test(key)) await rm(pathOf(key), { force: true });
+    },
+  };
+}

@@ -1,0 +1,29 @@
+/**
+ * The job-queue port. A job is one unit of work for a worker (generating one
+ * task's video). Jobs are enqueued in the same transaction as their task, so
+ * an accepted task always has its job. A worker claims a job with a lease and
+ * extends it while it works; a worker that dies stops extending, the lease
+ * runs out, and the job is claimed again (at-least-once). Task state
+ * transitions, not the queue, guarantee each task is charged and refunded once.
+ */
+export interface Job {
+  id: number;
+  taskId: string;
+  /** Claims so far, this one included. */
+  attempts: number;
+  maxAttempts: number;
+}
+
+export interface JobQueue {
+  /** The next available job (or one whose lease ran out), leased to `workerId`. */
+  claim(input: { workerId: string; now: Date; leaseMs: number }): Promise<Job | undefined>;
+  /** Keeps a running job's lease; false when the job is no longer this worker's. */
+  extendLease(input: { jobId: number; workerId: string; leaseUntil: Date }): Promise<boolean>;
+  complete(jobId: number, now: Date): Promise<void>;
+  /** Makes the job available again at `runAt` (backoff after an unexpected error). */
+  retry(input: { jobId: number; runAt: Date; error: string; now: Date }): Promise<void>;
+  /** Gives up on the job for good. */
+  bury(input: { jobId: number; error: string; now: Date }): Promise<void>;
+  /** Counts by state, for metrics and tests. */
+  countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>>;
+}

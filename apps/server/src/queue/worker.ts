@@ -1,0 +1,263 @@
+/**
+ * The worker: claims generation jobs and sees each task through — start it,
+ * fetch its references when the provider needs files, have the provider
+ * render, keep the output, and finish the task — within the task's deadline.
+ * A cancel (from the API, through TaskEvents) or the deadline aborts the
+ * provider, which kills its render. Runs inside the server process by default.
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { ModelId } from '../domain/catalog.js';
+import { newUlid } from '../domain/ids.js';
+import { mediaKindOf } from '../domain/rules.js';
+import type { OutputFiles } from '../files/storage.js';
+import type { Clock, TaskEvents } from '../interfaces.js';
+import type { GenerationResult, Provider, ReferenceMedia } from '../providers/provider.js';
+import type { Store, TaskRecord } from '../store/store.js';
+import type { Job, JobQueue } from './queue.js';
+
+/** What the worker needs of the reference fetcher (media/fetcher.ts). */
+export interface ReferenceFetcher {
+  fetch(url: string, kind: ReferenceMedia['kind'], destinationPath: string, signal?: AbortSignal): Promise<{ ok: true } | { ok: false; reason: string }>;
+}
+
+export interface WorkerOptions {
+  store: Store;
+  queue: JobQueue;
+  events: TaskEvents;
+  clock: Clock;
+  logger: Logger;
+  /** The provider for each model (configuration routes models to providers). */
+  providerFor: (model: ModelId) => Provider;
+  fetcher: ReferenceFetcher;
+  files: OutputFiles;
+  /** Scratch space for fetched references and renders in progress. */
+  workDir: string;
+  /** Jobs run at once by this worker. */
+  concurrency: number;
+  /** How long a claim lasts without a heartbeat; a dead worker's jobs are claimed again after it. */
+  leaseMs: number;
+  /** How often to look for work when nothing woke the worker, and to sweep deadlines and files. */
+  pollMs: number;
+  /** How long an output file is served after completion (D13: 7 days). */
+  outputTtlMs: number;
+  /** Delay before a job that hit an unexpected error is tried again. */
+  retryDelayMs: (attempt: number) => number;
+}
+
+export interface Worker {
+  start(): void;
+  /** Looks for work now (called when a job is enqueued in this process). */
+  wake(): void;
+  /** Stops claiming, aborts nothing; resolves when running jobs have finished. */
+  stop(): Promise<void>;
+  /** Resolves when no job is running (tests). */
+  idle(): Promise<void>;
+  readonly running: number;
+}
+
+export function createWorker(options: WorkerOptions): Worker {
+  const { store, queue, events, clock, logger } = options;
+  const workerId = `worker_${newUlid(clock.now().getTime())}`;
+  const inFlight = new Map<string, Promise<void>>();
+  let started = false;
+  let stopping = false;
+  let pumping = false;
+  let pumpAgain = false;
+  let cancelTimer: (() => void) | undefined;
+  let idleWaiters: (() => void)[] = [];
+
+  const settleIdle = () => {
+    if (inFlight.size > 0) return;
+    const waiters = idleWaiters;
+    idleWaiters = [];
+    waiters.forEach((resolve) => resolve());
+  };
+
+  /** Claims jobs while there is room and work; re-runs if woken meanwhile. */
+  async function pump(): Promise<void> {
+    if (pumping) {
+      pumpAgain = true;
+      return;
+    }
+    pumping = true;
+    try {
+      do {
+        pumpAgain = false;
+        await sweep();
+        while (!stopping && inFlight.size < options.concurrency) {
+          const job = await queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs });
+          if (!job) break;
+          const run = runJob(job).finally(() => {
+            inFlight.delete(job.taskId);
+            settleIdle();
+            if (!stopping) void pump();
+          });
+          inFlight.set(job.taskId, run);
+        }
+      } while (pumpAgain && !stopping);
+    } catch (error) {
+      logger.error({ err: error }, 'worker: claiming failed');
+    } finally {
+      pumping = false;
+    }
+  }
+
+  /** Deadlines (D7) and expired output files (D13). */
+  async function sweep(): Promise<void> {
+    const now = clock.now();
+    for (const task of await store.expireOverdueTasks({ now, limit: 100 })) {
+      events.publish(task.id, task.status);
+      logger.warn({ taskId: task.id }, 'task timed out');
+    }
+    for (const output of await store.listExpiredOutputs({ now, limit: 100 })) {
+      await options.files.remove(output.outputKey);
+      await store.clearOutputKey(output.id);
+    }
+  }
+
+  function schedule(): void {
+    cancelTimer?.();
+    if (stopping) return;
+    cancelTimer = clock.setTimeout(() => {
+      void pump().finally(schedule);
+    }, options.pollMs);
+  }
+
+  async function fetchReferences(task: TaskRecord, dir: string, signal: AbortSignal): Promise<{ ok: true; references: ReferenceMedia[] } | { ok: false; reason: string }> {
+    const references: ReferenceMedia[] = [];
+    for (const [i, url] of task.mediaUrls.entries()) {
+      const kind = mediaKindOf(url)!;
+      const path = join(dir, `reference-${i}`);
+      const fetched = await options.fetcher.fetch(url, kind, path, signal);
+      if (!fetched.ok) return { ok: false, reason: fetched.reason };
+      references.push({ url, kind, path });
+    }
+    return { ok: true, references };
+  }
+
+  async function generate(task: TaskRecord, provider: Provider, dir: string, signal: AbortSignal): Promise<GenerationResult> {
+    let references: ReferenceMedia[] = task.mediaUrls.map((url) => ({ url, kind: mediaKindOf(url)! }));
+    if (provider.needsLocalMedia) {
+      const fetched = await fetchReferences(task, dir, signal);
+      if (!fetched.ok) return { ok: false, error: { code: 'media_unavailable', message: fetched.reason } };
+      references = fetched.references;
+    }
+    return provider.generate({
+      taskId: task.id,
+      model: task.model,
+      prompt: task.prompt,
+      duration: task.duration,
+      aspectRatio: task.aspectRatio,
+      resolution: task.resolution,
+      mode: task.mode,
+      references,
+      outputPath: join(dir, 'output.mp4'),
+      signal,
+    });
+  }
+
+  async function runJob(job: Job): Promise<void> {
+    const log = logger.child({ taskId: job.taskId, jobId: job.id, attempt: job.attempts });
+    if (job.attempts > job.maxAttempts) {
+      // Claimed again after its workers kept dying: give up, refunded.
+      await queue.bury({ jobId: job.id, error: 'too many attempts', now: clock.now() });
+      const failed = await store.failTask({ id: job.taskId, now: clock.now(), code: 'internal_error', message: 'generation failed inside the service' });
+      if (failed.kind === 'failed') events.publish(job.taskId, failed.task.status);
+      return;
+    }
+    const started = await store.startTask({ id: job.taskId, now: clock.now() });
+    if (started.kind === 'not_startable') {
+      // Cancelled or ended while queued: nothing to do.
+      await queue.complete(job.id, clock.now());
+      return;
+    }
+    const task = started.task;
+    events.publish(task.id, task.status);
+
+    const controller = new AbortController();
+    let abortReason: 'cancelled' | 'timeout' | undefined;
+    const abort = (reason: 'cancelled' | 'timeout') => {
+      abortReason ??= reason;
+      controller.abort(reason);
+    };
+    const unsubscribe = events.subscribe(task.id, (status) => status === 'cancelled' && abort('cancelled'));
+    const remaining = (task.deadlineAt?.getTime() ?? Infinity) - clock.now().getTime();
+    const cancelDeadline = Number.isFinite(remaining) ? clock.setTimeout(() => abort('timeout'), Math.max(0, remaining)) : () => {};
+    const heartbeat = setInterval(() => {
+      void queue.extendLease({ jobId: job.id, workerId, leaseUntil: new Date(clock.now().getTime() + options.leaseMs) });
+    }, Math.max(50, Math.floor(options.leaseMs / 3)));
+    heartbeat.unref();
+    const dir = join(options.workDir, task.id);
+
+    try {
+      // A cancel may have landed between the claim and the subscription.
+      const current = await store.getTask(task.accountId, task.id);
+      if (current?.status === 'cancelled') abort('cancelled');
+      await mkdir(dir, { recursive: true });
+      const provider = options.providerFor(task.model);
+      const result = controller.signal.aborted ? undefined : await generate(task, provider, dir, controller.signal);
+      const now = clock.now();
+
+      if (abortReason === 'cancelled') {
+        log.info('render stopped: the task was cancelled');
+      } else if (abortReason === 'timeout') {
+        const failed = await store.failTask({ id: task.id, now, code: 'timeout', message: 'no result within the deadline' });
+        if (failed.kind === 'failed') events.publish(task.id, failed.task.status);
+      } else if (result?.ok) {
+        const outputKey = await options.files.put(task.id, join(dir, 'output.mp4'));
+        const outputExpiresAt = new Date(now.getTime() + options.outputTtlMs);
+        const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt });
+        if (completed.kind === 'succeeded') events.publish(task.id, completed.task.status);
+        else {
+          // Cancelled while rendering: the result is discarded (D7).
+          await options.files.remove(outputKey);
+          log.info({ status: completed.status }, 'result discarded');
+        }
+      } else if (result) {
+        const failed = await store.failTask({ id: task.id, now, code: result.error.code, message: result.error.message });
+        if (failed.kind === 'failed') events.publish(task.id, failed.task.status);
+      }
+      await queue.complete(job.id, clock.now());
+    } catch (error) {
+      log.error({ err: error }, 'job failed unexpectedly');
+      const now = clock.now();
+      if (job.attempts < job.maxAttempts) {
+        await queue.retry({ jobId: job.id, runAt: new Date(now.getTime() + options.retryDelayMs(job.attempts)), error: String(error), now });
+      } else {
+        await queue.bury({ jobId: job.id, error: String(error), now });
+        const failed = await store.failTask({ id: task.id, now, code: 'internal_error', message: 'generation failed inside the service' });
+        if (failed.kind === 'failed') events.publish(task.id, failed.task.status);
+      }
+    } finally {
+      clearInterval(heartbeat);
+      cancelDeadline();
+      unsubscribe();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  return {
+    start() {
+      if (started) return;
+      started = true;
+      void pump();
+      schedule();
+    },
+    wake() {
+      if (started && !stopping) void pump();
+    },
+    async stop() {
+      stopping = true;
+      cancelTimer?.();
+      await Promise.allSettled([...inFlight.values()]);
+    },
+    idle() {
+      return inFlight.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
+    },
+    get running() {
+      return inFlight.size;
+    },
+  };
+}

@@ -1,0 +1,319 @@
+/**
+ * The pipeline around the provider: claims, lifecycle moves, refunds, cancel,
+ * deadlines, crashed workers and output files. The provider here is scripted
+ * per test (it is the port under the worker); the real renderer has its own tests.
+ */
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLocalOutputFiles, type OutputFiles } from '../src/files/storage.js';
+import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
+import { createWorker, type ReferenceFetcher, type Worker } from '../src/queue/worker.js';
+import { harness, silentLogger, SUBMIT, validSubmit, type Harness } from './support.js';
+
+const MP4_BYTES = Buffer.from('\x00\x00\x00\x18ftypmp42' + 'x'.repeat(1000), 'latin1');
+
+/** A provider whose behaviour each test scripts; it records the requests it got. */
+function scriptedProvider(behaviour: (request: GenerationRequest) => Promise<GenerationResult>): Provider & { requests: GenerationRequest[] } {
+  const requests: GenerationRequest[] = [];
+  return {
+    name: 'scripted',
+    needsLocalMedia: true,
+    requests,
+    generate(request) {
+      requests.push(request);
+      return behaviour(request);
+    },
+  };
+}
+
+const writesVideo = async (request: GenerationRequest): Promise<GenerationResult> => {
+  writeFileSync(request.outputPath, MP4_BYTES);
+  return { ok: true };
+};
+
+/** Resolves when the signal aborts, the way a killed render ends. */
+const rendersUntilAborted = (request: GenerationRequest) =>
+  new Promise<GenerationResult>((resolve) => {
+    request.signal.addEventListener('abort', () => resolve({ ok: false, error: { code: 'internal_error', message: 'cancelled' } }));
+  });
+
+const fetchesEverything: ReferenceFetcher = {
+  async fetch(_url, _kind, destinationPath) {
+    writeFileSync(destinationPath, 'reference');
+    return { ok: true };
+  },
+};
+
+interface Pipeline extends Harness {
+  worker: Worker;
+  files: OutputFiles;
+  dir: string;
+  newWorker(provider: Provider, overrides?: Partial<Parameters<typeof createWorker>[0]>): Worker;
+}
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+function pipeline(provider: Provider, fetcher: ReferenceFetcher = fetchesEverything): Pipeline {
+  const dir = mkdtempSync(join(tmpdir(), 'vidgen-worker-'));
+  const files = createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('test-secret') });
+  let worker: Worker | undefined;
+  const h = harness({ files, wakeWorkers: () => worker?.wake() });
+  const newWorker = (p: Provider, overrides = {}) =>
+    createWorker({
+      store: h.store,
+      queue: h.store,
+      events: h.deps.events,
+      clock: h.clock,
+      logger: silentLogger,
+      providerFor: () => p,
+      fetcher,
+      files,
+      workDir: join(dir, 'work'),
+      concurrency: 1,
+      leaseMs: 60_000,
+      pollMs: 1000,
+      outputTtlMs: 7 * 24 * 3600_000,
+      retryDelayMs: () => 1000,
+      ...overrides,
+    });
+  worker = newWorker(provider);
+  cleanups.push(async () => {
+    await worker?.stop();
+    await h.store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { ...h, worker, files, dir, newWorker };
+}
+
+async function submit(p: Pipeline, key: string, body: Record<string, unknown> = validSubmit()) {
+  const res = await p.request('POST', SUBMIT, { key, body });
+  expect(res.status).toBe(202);
+  return ((await res.json()) as any).requestId as string;
+}
+
+const task = async (p: Pipeline, key: string, id: string) => (await (await p.request('GET', `${SUBMIT}/${id}`, { key })).json()) as any;
+
+/** Yields until the condition holds; no timers. */
+async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 20_000; i++) {
+    if (await condition()) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  throw new Error('condition never held');
+}
+
+describe('the worker', () => {
+  it('takes a task from queued through processing to succeeded, with a signed output URL', async () => {
+    const p = pipeline(scriptedProvider(writesVideo));
+    const { key, accountId } = await p.account(100);
+    p.worker.start();
+    const id = await submit(p, key, validSubmit({ mediaUrls: ['https://cdn.example.com/a.png'] }));
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    const done = await task(p, key, id);
+    expect(done.output.url).toMatch(new RegExp(`^http://vidgen\\.test/files/${id}\\.mp4\\?expires=\\d+&sig=`));
+    expect(done.output.expiresAt).toBe(new Date(p.clock.now().getTime() + 7 * 24 * 3600_000).toISOString());
+    expect(done.completedAt).toBeTruthy();
+    expect(await p.store.auditBalance(accountId)).toEqual({ balance: 88, ledgerSum: 88 });
+    expect(await p.store.countJobs()).toMatchObject({ done: 1, available: 0, leased: 0 });
+
+    const url = new URL(done.output.url);
+    const whole = await p.request('GET', url.pathname + url.search);
+    expect(whole.status).toBe(200);
+    expect(Buffer.from(await whole.arrayBuffer())).toEqual(MP4_BYTES);
+    const part = await p.request('GET', url.pathname + url.search, { headers: { Range: 'bytes=4-11' } });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe(`bytes 4-11/${MP4_BYTES.length}`);
+    expect(Buffer.from(await part.arrayBuffer()).toString('latin1')).toBe('ftypmp42');
+    const head = await p.request('HEAD', url.pathname + url.search);
+    expect(head.headers.get('content-length')).toBe(String(MP4_BYTES.length));
+    const past = await p.request('GET', url.pathname + url.search, { headers: { Range: `bytes=${MP4_BYTES.length}-` } });
+    expect(past.status).toBe(416);
+    expect(past.headers.get('content-range')).toBe(`bytes */${MP4_BYTES.length}`);
+    const forged = await p.request('GET', url.pathname + url.search.replace(/sig=./, 'sig=X'));
+    expect(forged.status).toBe(403);
+  });
+
+  it('hands the provider the fetched references in order', async () => {
+    const provider = scriptedProvider(writesVideo);
+    const p = pipeline(provider);
+    const { key } = await p.account();
+    p.worker.start();
+    const mediaUrls = ['https://cdn.example.com/a.png', 'https://cdn.example.com/b.mp4', 'https://cdn.example.com/c.mp3'];
+    const id = await submit(p, key, validSubmit({ mediaUrls }));
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    expect(provider.requests[0]!.references.map((r) => [r.url, r.kind])).toEqual([
+      [mediaUrls[0], 'image'],
+      [mediaUrls[1], 'video'],
+      [mediaUrls[2], 'audio'],
+    ]);
+    expect(provider.requests[0]!.mode).toBe('multimodal_reference');
+  });
+
+  it('wakes a long poll when the task starts and when it finishes', async () => {
+    let finish: (() => void) | undefined;
+    const p = pipeline(
+      scriptedProvider(
+        (request) =>
+          new Promise((resolve) => {
+            finish = () => resolve(writesVideo(request));
+          }),
+      ),
+    );
+    const { key } = await p.account();
+    const id = await submit(p, key);
+    const first = p.request('GET', `${SUBMIT}/${id}?wait=30`, { key });
+    await until(() => p.clock.pendingTimers === 1);
+    p.worker.start();
+    expect(((await (await first).json()) as any).status).toBe('processing');
+    const second = p.request('GET', `${SUBMIT}/${id}?wait=30`, { key });
+    await until(() => finish !== undefined && p.clock.pendingTimers >= 2);
+    finish!();
+    expect(((await (await second).json()) as any).status).toBe('succeeded');
+  });
+
+  it('fails a task the provider could not generate, refunding it once', async () => {
+    const p = pipeline(scriptedProvider(async () => ({ ok: false, error: { code: 'provider_error', message: 'generation failed upstream' } })));
+    const { key, accountId } = await p.account(100);
+    p.worker.start();
+    const id = await submit(p, key);
+    await until(async () => (await task(p, key, id)).status === 'failed');
+    expect(await task(p, key, id)).toMatchObject({ error: { code: 'provider_error', message: 'generation failed upstream' }, output: null, creditsRefunded: 12 });
+    expect(await p.store.auditBalance(accountId)).toEqual({ balance: 100, ledgerSum: 100 });
+  });
+
+  it('fails with media_unavailable when a reference cannot be fetched', async () => {
+    const provider = scriptedProvider(writesVideo);
+    const p = pipeline(provider, { fetch: async (url) => ({ ok: false, reason: `${url}: address 10.0.0.5 is not public` }) });
+    const { key, accountId } = await p.account(100);
+    p.worker.start();
+    const id = await submit(p, key, validSubmit({ mediaUrls: ['https://cdn.example.com/a.png'] }));
+    await until(async () => (await task(p, key, id)).status === 'failed');
+    expect((await task(p, key, id)).error).toEqual({ code: 'media_unavailable', message: 'https://cdn.example.com/a.png: address 10.0.0.5 is not public' });
+    expect(provider.requests).toHaveLength(0);
+    expect(await p.store.auditBalance(accountId)).toEqual({ balance: 100, ledgerSum: 100 });
+  });
+
+  it('stops the render on cancel: cancelled, refunded once, no output', async () => {
+    const provider = scriptedProvider(rendersUntilAborted);
+    const p = pipeline(provider);
+    const { key, accountId } = await p.account(100);
+    p.worker.start();
+    const id = await submit(p, key);
+    await until(() => provider.requests.length === 1);
+    expect((await p.request('POST', `${SUBMIT}/${id}/cancel`, { key })).status).toBe(200);
+    await p.worker.idle();
+    expect(provider.requests[0]!.signal.aborted).toBe(true);
+    expect(await task(p, key, id)).toMatchObject({ status: 'cancelled', output: null, creditsRefunded: 12 });
+    expect(await p.store.auditBalance(accountId)).toEqual({ balance: 100, ledgerSum: 100 });
+    expect(existsSync(join(p.dir, 'outputs', `${id}.mp4`))).toBe(false);
+  });
+
+  it('discards a result that arrives after the cancel', async () => {
+    let finish: (() => void) | undefined;
+    // This provider ignores its signal and finishes anyway, as a slow upstream might.
+    const provider = scriptedProvider((request) => new Promise((resolve) => (finish = () => resolve(writesVideo(request)))));
+    const p = pipeline(provider);
+    const { key } = await p.account(100);
+    p.worker.start();
+    const id = await submit(p, key);
+    await until(() => finish !== undefined);
+    await p.request('POST', `${SUBMIT}/${id}/cancel`, { key });
+    finish!();
+    await p.worker.idle();
+    expect((await task(p, key, id)).status).toBe('cancelled');
+    expect(existsSync(join(p.dir, 'outputs', `${id}.mp4`))).toBe(false);
+  });
+
+  it('fails a task that passes its deadline with timeout, refunded', async () => {
+    const provider = scriptedProvider(rendersUntilAborted);
+    const p = pipeline(provider);
+    const { key, accountId } = await p.account(100);
+    p.worker.start();
+    const id = await submit(p, key);
+    await until(() => provider.requests.length === 1);
+    p.clock.advance(30 * 60_000);
+    await p.worker.idle();
+    expect(await task(p, key, id)).toMatchObject({ status: 'failed', error: { code: 'timeout' }, creditsRefunded: 12 });
+    expect(await p.store.auditBalance(accountId)).toEqual({ balance: 100, ledgerSum: 100 });
+  });
+
+  it('times out a task still queued at its deadline (no worker ran)', async () => {
+    const p = pipeline(scriptedProvider(writesVideo));
+    const { key, accountId } = await p.account(100);
+    const id = await submit(p, key);
+    p.clock.advance(30 * 60_000);
+    p.worker.start();
+    await until(async () => (await task(p, key, id)).status === 'failed');
+    expect((await task(p, key, id)).error.code).toBe('timeout');
+    expect(await p.store.auditBalance(accountId)).toEqual({ balance: 100, ledgerSum: 100 });
+  });
+
+  it('resumes the job of a worker that died, once its lease runs out', async () => {
+    const p = pipeline(scriptedProvider(writesVideo));
+    const { key, accountId } = await p.account(100);
+    const id = await submit(p, key);
+    // A worker claims and starts the task, then dies: no heartbeat, no completion.
+    const claimed = await p.store.claim({ workerId: 'worker_dead', now: p.clock.now(), leaseMs: 60_000 });
+    await p.store.startTask({ id: claimed!.taskId, now: p.clock.now() });
+    p.worker.start();
+    await p.worker.idle();
+    expect((await task(p, key, id)).status).toBe('processing');
+    p.clock.advance(60_000);
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    expect(await p.store.countJobs()).toMatchObject({ done: 1 });
+    expect((await p.store.listLedger(accountId)).map((e) => e.kind)).toEqual(['grant', 'charge']);
+  });
+
+  it('gives up on a job claimed too many times: failed internal_error, refunded', async () => {
+    const p = pipeline(scriptedProvider(writesVideo));
+    const { key, accountId } = await p.account(100);
+    const id = await submit(p, key);
+    for (let i = 0; i < 3; i++) {
+      await p.store.claim({ workerId: `worker_dead_${i}`, now: p.clock.now(), leaseMs: 1000 });
+      p.clock.advance(1000);
+    }
+    p.worker.start();
+    await until(async () => (await task(p, key, id)).status === 'failed');
+    expect((await task(p, key, id)).error.code).toBe('internal_error');
+    expect(await p.store.countJobs()).toMatchObject({ dead: 1 });
+    expect(await p.store.auditBalance(accountId)).toEqual({ balance: 100, ledgerSum: 100 });
+  });
+
+  it('retries a job after an unexpected error in the service', async () => {
+    let calls = 0;
+    const p = pipeline(
+      scriptedProvider(async (request) => {
+        calls += 1;
+        if (calls === 1) throw new Error('a bug');
+        return writesVideo(request);
+      }),
+    );
+    const { key } = await p.account(100);
+    p.worker.start();
+    const id = await submit(p, key);
+    await until(() => calls === 1);
+    await p.worker.idle();
+    expect((await task(p, key, id)).status).toBe('processing');
+    p.clock.advance(1000);
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+  });
+
+  it('deletes output files once they expire', async () => {
+    const p = pipeline(scriptedProvider(writesVideo));
+    const { key } = await p.account(100);
+    p.worker.start();
+    const id = await submit(p, key);
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    const file = join(p.dir, 'outputs', `${id}.mp4`);
+    expect(existsSync(file)).toBe(true);
+    p.clock.advance(7 * 24 * 3600_000);
+    await until(() => !existsSync(file));
+    const url = new URL((await task(p, key, id)).output.url);
+    expect((await p.request('GET', url.pathname + url.search)).status).toBe(403);
+  });
+});
