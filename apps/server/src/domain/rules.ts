@@ -64,7 +64,7 @@ export function explainUrl(url: string, { needsMediaKind }: { needsMediaKind: bo
 }
 
 /** "a video", "audio": a reference kind as a phrase. */
-export const kindPhrase = (kind: MediaKind) => (kind === 'audio' ? 'audio' : `a ${kind}`);
+export const kindPhrase = (kind: MediaKind) => (kind === 'audio' ? 'audio' : kind === 'image' ? 'an image' : `a ${kind}`);
 
 /** Rules beyond the schema, for a body the schema has accepted. */
 export function checkSubmissionRules(body: { model: ModelId; mediaUrls?: string[]; metadata?: object }): RuleViolation[] {
