@@ -36,6 +36,8 @@ export interface Config {
   jobMaxAttempts: number;
   /** VIDGEN_WORKER_CONCURRENCY: tasks generated at once by this process (default 1). */
   workerConcurrency: number;
+  /** VIDGEN_JOB_LEASE_SECONDS: a claimed job returns to the queue this long after its worker stops renewing it (default 60). */
+  jobLeaseMs: number;
   /** VIDGEN_PROVIDERS: JSON model → provider (`local` or `byteplus`); default every model on `local`. */
   providers: Record<ModelId, ProviderName>;
   /** VIDGEN_BYTEPLUS_BASE_URL / _API_KEY / _MODELS: the BytePlus ModelArk upstream, when routed to. */
@@ -125,6 +127,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     taskDeadlineMs: integer(env, 'VIDGEN_TASK_DEADLINE_MINUTES', 30, 1, 24 * 60) * 60_000,
     jobMaxAttempts: integer(env, 'VIDGEN_JOB_MAX_ATTEMPTS', 3, 1, 20),
     workerConcurrency: integer(env, 'VIDGEN_WORKER_CONCURRENCY', 1, 0, 64),
+    jobLeaseMs: integer(env, 'VIDGEN_JOB_LEASE_SECONDS', 60, 1, 3600) * 1000,
     providers: modelMap<ProviderName>(env, 'VIDGEN_PROVIDERS', 'local', PROVIDER_NAMES),
     byteplus: {
       baseUrl: env.VIDGEN_BYTEPLUS_BASE_URL || 'https://ark.ap-southeast.bytepluses.com/api/v3',

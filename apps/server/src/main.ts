@@ -9,6 +9,8 @@ import { ConfigError, loadConfig } from './config.js';
 import { createInProcessTaskEvents } from './events/in-process.js';
 import { createMetrics } from './http/metrics.js';
 import { systemClock } from './interfaces.js';
+import { createOutputFiles, createPipelineWorker } from './pipeline.js';
+import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import { openStore } from './store/open.js';
 
 function docsLoader(): () => string | undefined {
@@ -25,16 +27,7 @@ function docsLoader(): () => string | undefined {
 }
 
 async function main() {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(`vidgen: configuration error: ${error.message}`);
-      process.exit(2);
-    }
-    throw error;
-  }
+  const config = loadConfig();
   const logger = pino({ level: config.logLevel, base: { service: 'vidgen' } });
   const store = openStore(config);
   const clock = systemClock;
@@ -51,19 +44,31 @@ async function main() {
   }
 
   let draining = false;
+  let listeningUrl = `http://127.0.0.1:${config.port}`;
+  const events = createInProcessTaskEvents();
+  const files = createOutputFiles(config, () => listeningUrl);
+  // The embedded queue lives in the SQLite store; other stores bring their own (multi-machine issue).
+  const worker =
+    config.workerConcurrency > 0 && store instanceof SqliteStore
+      ? createPipelineWorker({ config, store, events, clock, logger, files })
+      : undefined;
   const app = createApp({
     store,
     clock,
     logger,
-    events: createInProcessTaskEvents(),
+    events,
     config,
     metrics: createMetrics(store),
     docsHtml: docsLoader(),
     isDraining: () => draining,
+    wakeWorkers: () => worker?.wake(),
+    files,
   });
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
+    listeningUrl = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${info.port}`;
     logger.info({ port: info.port, host: config.host, database: config.database.kind }, 'listening');
-    process.stdout.write(`vidgen: listening on http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${info.port}\n`);
+    process.stdout.write(`vidgen: listening on ${listeningUrl}\n`);
+    worker?.start();
   });
 
   const shutdown = (signal: string) => {
@@ -71,6 +76,7 @@ async function main() {
     draining = true;
     logger.info({ signal }, 'shutting down');
     server.close(async () => {
+      await worker?.stop();
       await store.close();
       process.exit(0);
     });
@@ -79,4 +85,10 @@ async function main() {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
-await main();
+try {
+  await main();
+} catch (error) {
+  if (!(error instanceof ConfigError)) throw error;
+  console.error(`vidgen: configuration error: ${error.message}`);
+  process.exit(2);
+}

@@ -74,3 +74,15 @@ export function expectEnvelope(reply: Reply, status: number, code: string): void
   expect(reply.status, reply.text.slice(0, 300)).toBe(status);
   expect(envelopeProblems(reply, code)).toEqual([]);
 }
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+/** Long-polls a task until it is terminal (the server's worker renders it), checking every answer. */
+export async function untilTerminal(requestId: string): Promise<any> {
+  for (let i = 0; i < 10; i++) {
+    const reply = await call('getGeneration', { path: { requestId }, query: { wait: 30 } });
+    expectConforms('getGeneration', reply, 200);
+    if (TERMINAL.has(reply.json.status)) return reply.json;
+  }
+  throw new Error(`${requestId} did not finish`);
+}

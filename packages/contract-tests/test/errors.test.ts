@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { minimalSubmit, UNKNOWN_TASK_ID } from '../src/fixtures.js';
-import { call, expectEnvelope, expectError, send, type CallOptions } from '../src/http.js';
+import { call, expectEnvelope, expectError, send, untilTerminal, type CallOptions } from '../src/http.js';
 import { isMock, target } from '../src/target.js';
 
 /** How the mock is brought to give this answer. */
@@ -120,7 +120,19 @@ const cases: ErrorCase[] = [
     }),
   ),
   // 409, 413, 415, 422
-  { name: 'cancelling a finished task', operationId: 'cancelGeneration', options: () => ({ path: { requestId: UNKNOWN_TASK_ID } }), status: 409, code: 'invalid_state', onMock: 'prefer', needs: 'baseUrl' },
+  {
+    name: 'cancelling a finished task',
+    operationId: 'cancelGeneration',
+    options: async () => {
+      if (isMock) return { path: { requestId: UNKNOWN_TASK_ID } };
+      const { requestId } = (await call('submitGeneration', { body: minimalSubmit() })).json;
+      await untilTerminal(requestId);
+      return { path: { requestId } };
+    },
+    status: 409,
+    code: 'invalid_state',
+    onMock: 'prefer',
+  },
   { name: 'an Idempotency-Key still in progress', operationId: 'submitGeneration', options: () => ({ body: minimalSubmit() }), status: 409, code: 'idempotency_in_progress', onMock: 'prefer' },
   { name: 'a body over 64 KiB', operationId: 'submitGeneration', options: () => ({ body: { ...minimalSubmit(), metadata: { blob: 'x'.repeat(70_000) } } }), status: 413, code: 'payload_too_large', onMock: 'prefer' },
   { name: 'a body that is not declared JSON', operationId: 'submitGeneration', options: () => ({ rawBody: JSON.stringify(minimalSubmit()), headers: { 'Content-Type': 'text/plain' } }), status: 415, code: 'unsupported_media_type', onMock: 'natural' },
@@ -146,7 +158,6 @@ const cases: ErrorCase[] = [
 
 /** Cases the real server cannot be driven into from outside, and where they are shown instead. */
 const SERVER_SIDE_ONLY: Record<string, string> = {
-  'cancelling a finished task': 'tasks cannot finish from outside yet; apps/server/test/http.test.ts shows it',
   'an Idempotency-Key still in progress': 'a claim and its answer commit together; apps/server/test/store.test.ts shows it',
   'submission rate over the limit': 'rate limits arrive with the hardening issue',
   'read rate over the limit': 'rate limits arrive with the hardening issue',

@@ -189,7 +189,8 @@ export function createWorker(options: WorkerOptions): Worker {
       void queue.extendLease({ jobId: job.id, workerId, leaseUntil: new Date(clock.now().getTime() + options.leaseMs) });
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     heartbeat.unref();
-    const dir = join(options.workDir, task.id);
+    // One directory per attempt: a render orphaned by a killed process cannot collide with its retry.
+    const dir = join(options.workDir, `${task.id}-${job.attempts}`);
 
     try {
       // A cancel may have landed between the claim and the subscription.
