@@ -1,0 +1,87 @@
+/**
+ * kill -9 of the server while it renders, then a restart on the same data dir:
+ * every task ends terminal, and nothing is charged or refunded twice.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, expect, it } from 'vitest';
+
+const root = resolve(import.meta.dirname, '..');
+const tsx = join(root, 'node_modules/.bin/tsx');
+const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-crash-'));
+const env = {
+  ...process.env,
+  VIDGEN_DATA_DIR: dataDir,
+  VIDGEN_LOG_LEVEL: 'silent',
+  PORT: '0',
+  HOST: '127.0.0.1',
+  VIDGEN_WORKER_CONCURRENCY: '2',
+  VIDGEN_JOB_LEASE_SECONDS: '2',
+};
+const servers: ChildProcess[] = [];
+afterAll(() => {
+  for (const server of servers) server.kill('SIGKILL');
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** Starts the server and resolves with its address and what it printed. */
+function start(): Promise<{ server: ChildProcess; baseUrl: string; output: () => string }> {
+  const server = spawn(tsx, ['src/main.ts'], { cwd: root, env });
+  servers.push(server);
+  let output = '';
+  return new Promise((done, fail) => {
+    server.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(output);
+      if (match) done({ server, baseUrl: match[1]!, output: () => output });
+    });
+    server.once('exit', (code) => fail(new Error(`exited ${code}: ${output}`)));
+  });
+}
+
+it('finishes every task after a kill -9 mid-render, charging and refunding each once', async () => {
+  const first = await start();
+  const key = /(vg_test_[0-9A-Za-z]{38})/.exec(first.output())![1]!;
+  const api = async (baseUrl: string, method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${baseUrl}${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${key}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    return (await res.json()) as any;
+  };
+
+  const ids: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const submitted = await api(first.baseUrl, 'POST', '/api/open/v1/video/generations', { model: 'vidgen-2.0-fast', prompt: `crash test ${i}`, duration: 6, resolution: '720p' });
+    ids.push(submitted.requestId);
+  }
+  // Kill as soon as the first task has been picked up: renders are running.
+  await api(first.baseUrl, 'GET', `/api/open/v1/video/generations/${ids[0]}?wait=30`);
+  const exited = new Promise((resolve) => first.server.once('exit', resolve));
+  first.server.kill('SIGKILL');
+  await exited;
+
+  const second = await start();
+  const finals = [];
+  for (const id of ids) {
+    let task = await api(second.baseUrl, 'GET', `/api/open/v1/video/generations/${id}`);
+    for (let i = 0; i < 10 && !['succeeded', 'failed', 'cancelled'].includes(task.status); i++) {
+      task = await api(second.baseUrl, 'GET', `/api/open/v1/video/generations/${id}?wait=30`);
+    }
+    finals.push(task);
+  }
+  expect(finals.map((t) => t.status)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+
+  const { stdout: accounts } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'accounts', 'list', '--json'], { cwd: root, env });
+  const accountId = JSON.parse(accounts)[0].id;
+  const { stdout } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'ledger', '--account', accountId, '--json'], { cwd: root, env });
+  const ledger = JSON.parse(stdout);
+  expect(ledger.consistent).toBe(true);
+  const charges = ledger.entries.filter((e: { kind: string }) => e.kind === 'charge').map((e: { taskId: string }) => e.taskId);
+  expect(charges.sort()).toEqual([...ids].sort());
+  expect(ledger.entries.filter((e: { kind: string }) => e.kind === 'refund')).toEqual([]);
+}, 120_000);
