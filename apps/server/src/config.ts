@@ -34,8 +34,10 @@ export interface Config {
   taskDeadlineMs: number;
   /** VIDGEN_JOB_MAX_ATTEMPTS: claims of a task's job before it is given up (default 3). */
   jobMaxAttempts: number;
-  /** VIDGEN_WORKER_CONCURRENCY: tasks generated at once by this process (default 1). */
-  workerConcurrency: number;
+  /** VIDGEN_WORKER: whether this process runs a worker (default true). */
+  worker: boolean;
+  /** VIDGEN_LOCAL_CONCURRENCY / VIDGEN_BYTEPLUS_CONCURRENCY: tasks each provider generates at once in this process (defaults 1 and 16). */
+  concurrency: Record<ProviderName, number>;
   /** VIDGEN_JOB_LEASE_SECONDS: a claimed job returns to the queue this long after its worker stops renewing it (default 60). */
   jobLeaseMs: number;
   /** VIDGEN_PROVIDERS: JSON model → provider (`local` or `byteplus`); default every model on `local`. */
@@ -126,7 +128,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     outputTtlMs: integer(env, 'VIDGEN_OUTPUT_TTL_HOURS', 168, 1, 24 * 365) * 3600_000,
     taskDeadlineMs: integer(env, 'VIDGEN_TASK_DEADLINE_MINUTES', 30, 1, 24 * 60) * 60_000,
     jobMaxAttempts: integer(env, 'VIDGEN_JOB_MAX_ATTEMPTS', 3, 1, 20),
-    workerConcurrency: integer(env, 'VIDGEN_WORKER_CONCURRENCY', 1, 0, 64),
+    worker: boolean(env, 'VIDGEN_WORKER', true),
+    concurrency: {
+      local: integer(env, 'VIDGEN_LOCAL_CONCURRENCY', 1, 0, 64),
+      byteplus: integer(env, 'VIDGEN_BYTEPLUS_CONCURRENCY', 16, 0, 1024),
+    },
     jobLeaseMs: integer(env, 'VIDGEN_JOB_LEASE_SECONDS', 60, 1, 3600) * 1000,
     providers: modelMap<ProviderName>(env, 'VIDGEN_PROVIDERS', 'local', PROVIDER_NAMES),
     byteplus: {

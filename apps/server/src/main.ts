@@ -49,7 +49,7 @@ async function main() {
   const files = createOutputFiles(config, () => listeningUrl);
   // The embedded queue lives in the SQLite store; other stores bring their own (multi-machine issue).
   const worker =
-    config.workerConcurrency > 0 && store instanceof SqliteStore
+    config.worker && store instanceof SqliteStore
       ? createPipelineWorker({ config, store, events, clock, logger, files })
       : undefined;
   const app = createApp({

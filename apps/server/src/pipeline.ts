@@ -29,7 +29,7 @@ function createProviders(config: Config): (model: ModelId) => Provider {
   const build = (name: ProviderName): Provider => {
     switch (name) {
       case 'local':
-        return createLocalProvider({ concurrency: Math.max(1, config.workerConcurrency) });
+        return createLocalProvider({ concurrency: Math.max(1, config.concurrency.local) });
       case 'byteplus': {
         const { apiKey, baseUrl, modelIds } = config.byteplus;
         if (!apiKey) throw new ConfigError('VIDGEN_PROVIDERS routes a model to byteplus, but VIDGEN_BYTEPLUS_API_KEY is not set');
@@ -66,7 +66,7 @@ export function createPipelineWorker(deps: {
     }),
     files: deps.files,
     workDir: join(config.dataDir, 'work'),
-    concurrency: config.workerConcurrency,
+    concurrency: config.concurrency,
     leaseMs: config.jobLeaseMs,
     pollMs: Math.min(5_000, config.jobLeaseMs),
     outputTtlMs: config.outputTtlMs,

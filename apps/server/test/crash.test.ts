@@ -18,7 +18,7 @@ const env = {
   VIDGEN_LOG_LEVEL: 'silent',
   PORT: '0',
   HOST: '127.0.0.1',
-  VIDGEN_WORKER_CONCURRENCY: '2',
+  VIDGEN_LOCAL_CONCURRENCY: '2',
   VIDGEN_JOB_LEASE_SECONDS: '2',
 };
 const servers: ChildProcess[] = [];

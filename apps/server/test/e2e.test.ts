@@ -67,7 +67,7 @@ beforeAll(async () => {
     fetcher: createMediaFetcher({ allowLoopback: true, ca: media.ca }),
     files,
     workDir: join(dir, 'work'),
-    concurrency: 2,
+    concurrency: { local: 2 },
     leaseMs: 60_000,
     pollMs: 60_000,
     outputTtlMs: 7 * 24 * 3600_000,

@@ -39,7 +39,7 @@ const task = (price: number, at = now): NewTask => ({
   creditsCharged: price,
   deadlineAt: new Date(at.getTime() + 30 * 60_000),
 });
-const job = { maxAttempts: 3 };
+const job = { maxAttempts: 3, provider: 'local' };
 
 describe('SqliteStore', () => {
   it('charges with the task and records the charge in the ledger', async () => {
@@ -163,7 +163,7 @@ describe('SqliteStore', () => {
       await first.close();
       const second = new SqliteStore(path);
       expect((await second.getAccount('acc_1'))?.balance).toBe(5);
-      expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(2);
+      expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(3);
       expect(second.db.pragma('journal_mode', { simple: true })).toBe('wal');
       await second.close();
     } finally {

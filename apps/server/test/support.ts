@@ -52,7 +52,13 @@ export function harness(overrides: Partial<AppDeps> = {}, path = ':memory:'): Ha
     clock,
     logger: silentLogger,
     events: createInProcessTaskEvents(),
-    config: { prices: DEFAULT_PRICES, idempotencyTtlMs: 24 * 3600_000, taskDeadlineMs: 30 * 60_000, jobMaxAttempts: 3 },
+    config: {
+      prices: DEFAULT_PRICES,
+      idempotencyTtlMs: 24 * 3600_000,
+      taskDeadlineMs: 30 * 60_000,
+      jobMaxAttempts: 3,
+      providers: { 'vidgen-2.0': 'local', 'vidgen-2.0-fast': 'local', 'vidgen-1.5-pro': 'local' },
+    },
     ...overrides,
   };
   const app = createApp(deps);

@@ -74,7 +74,7 @@ function pipeline(provider: Provider, fetcher: ReferenceFetcher = fetchesEveryth
       fetcher,
       files,
       workDir: join(dir, 'work'),
-      concurrency: 1,
+      concurrency: { local: 1 },
       leaseMs: 60_000,
       pollMs: 1000,
       outputTtlMs: 7 * 24 * 3600_000,
@@ -258,7 +258,7 @@ describe('the worker', () => {
     const { key, accountId } = await p.account(100);
     const id = await submit(p, key);
     // A worker claims and starts the task, then dies: no heartbeat, no completion.
-    const claimed = await p.store.claim({ workerId: 'worker_dead', now: p.clock.now(), leaseMs: 60_000 });
+    const claimed = await p.store.claim({ workerId: 'worker_dead', now: p.clock.now(), leaseMs: 60_000, providers: ['local'] });
     await p.store.startTask({ id: claimed!.taskId, now: p.clock.now() });
     p.worker.start();
     await p.worker.idle();
@@ -274,7 +274,7 @@ describe('the worker', () => {
     const { key, accountId } = await p.account(100);
     const id = await submit(p, key);
     for (let i = 0; i < 3; i++) {
-      await p.store.claim({ workerId: `worker_dead_${i}`, now: p.clock.now(), leaseMs: 1000 });
+      await p.store.claim({ workerId: `worker_dead_${i}`, now: p.clock.now(), leaseMs: 1000, providers: ['local'] });
       p.clock.advance(1000);
     }
     p.worker.start();
@@ -301,6 +301,30 @@ describe('the worker', () => {
     expect((await task(p, key, id)).status).toBe('processing');
     p.clock.advance(1000);
     await until(async () => (await task(p, key, id)).status === 'succeeded');
+  });
+
+  it('keeps a slot per provider: a busy renderer does not hold up an upstream task', async () => {
+    const local = scriptedProvider(rendersUntilAborted);
+    const upstream = { ...scriptedProvider(writesVideo), name: 'upstream', needsLocalMedia: false };
+    const p = pipeline(local);
+    p.deps.config.providers['vidgen-2.0'] = 'upstream';
+    const worker = p.newWorker(local, {
+      providerFor: (model) => (model === 'vidgen-2.0' ? upstream : local),
+      concurrency: { local: 1, upstream: 1 },
+    });
+    cleanups.push(() => worker.stop());
+    const { key } = await p.account(10_000);
+    const rendering = await submit(p, key);
+    const waiting = await submit(p, key);
+    worker.start();
+    await until(() => local.requests.length === 1);
+    const remote = await submit(p, key, validSubmit({ model: 'vidgen-2.0' }));
+    worker.wake();
+    await until(async () => (await task(p, key, remote)).status === 'succeeded');
+    expect((await task(p, key, rendering)).status).toBe('processing');
+    expect((await task(p, key, waiting)).status).toBe('queued');
+    await p.request('POST', `${SUBMIT}/${rendering}/cancel`, { key });
+    await p.request('POST', `${SUBMIT}/${waiting}/cancel`, { key });
   });
 
   it('deletes output files once they expire', async () => {

@@ -13,6 +13,8 @@ export interface AppConfig {
   taskDeadlineMs: number;
   /** How many times a task's job is claimed before it is given up (worker crashes, bugs). */
   jobMaxAttempts: number;
+  /** The provider each model is routed to; the job records it. */
+  providers: Record<import('../domain/catalog.js').ModelId, string>;
 }
 
 export interface AppDeps {

@@ -9,14 +9,16 @@
 export interface Job {
   id: number;
   taskId: string;
+  /** The provider that runs it (routed by model when the task was accepted). */
+  provider: string;
   /** Claims so far, this one included. */
   attempts: number;
   maxAttempts: number;
 }
 
 export interface JobQueue {
-  /** The next available job (or one whose lease ran out), leased to `workerId`. */
-  claim(input: { workerId: string; now: Date; leaseMs: number }): Promise<Job | undefined>;
+  /** The next available job of one of `providers` (or one whose lease ran out), leased to `workerId`. */
+  claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined>;
   /** Keeps a running job's lease; false when the job is no longer this worker's. */
   extendLease(input: { jobId: number; workerId: string; leaseUntil: Date }): Promise<boolean>;
   complete(jobId: number, now: Date): Promise<void>;

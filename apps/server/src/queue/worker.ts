@@ -30,12 +30,12 @@ export interface WorkerOptions {
   logger: Logger;
   /** The provider for each model (configuration routes models to providers). */
   providerFor: (model: ModelId) => Provider;
+  /** Jobs run at once, per provider name; a provider absent here is not run by this worker. */
+  concurrency: Record<string, number>;
   fetcher: ReferenceFetcher;
   files: OutputFiles;
   /** Scratch space for fetched references and renders in progress. */
   workDir: string;
-  /** Jobs run at once by this worker. */
-  concurrency: number;
   /** How long a claim lasts without a heartbeat; a dead worker's jobs are claimed again after it. */
   leaseMs: number;
   /** How often to look for work when nothing woke the worker, and to sweep deadlines and files. */
@@ -61,6 +61,9 @@ export function createWorker(options: WorkerOptions): Worker {
   const { store, queue, events, clock, logger } = options;
   const workerId = `worker_${newUlid(clock.now().getTime())}`;
   const inFlight = new Map<string, Promise<void>>();
+  const busy = new Map<string, number>();
+  /** Providers with a free slot. */
+  const open = () => Object.entries(options.concurrency).filter(([name, limit]) => (busy.get(name) ?? 0) < limit).map(([name]) => name);
   let started = false;
   let stopping = false;
   let pumping = false;
@@ -86,10 +89,12 @@ export function createWorker(options: WorkerOptions): Worker {
       do {
         pumpAgain = false;
         await sweep();
-        while (!stopping && inFlight.size < options.concurrency) {
-          const job = await queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs });
+        for (let providers = open(); !stopping && providers.length > 0; providers = open()) {
+          const job = await queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, providers });
           if (!job) break;
+          busy.set(job.provider, (busy.get(job.provider) ?? 0) + 1);
           const run = runJob(job).finally(() => {
+            busy.set(job.provider, (busy.get(job.provider) ?? 1) - 1);
             inFlight.delete(job.taskId);
             settleIdle();
             if (!stopping) void pump();

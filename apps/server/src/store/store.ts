@@ -147,7 +147,7 @@ export interface Store {
   submitTask(input: {
     task: NewTask;
     /** The task's generation job, enqueued in the same transaction. */
-    job: { maxAttempts: number };
+    job: { maxAttempts: number; provider: string };
     idempotency: IdempotencyClaim | null;
     now: Date;
     respond: (task: TaskRecord) => StoredResponse;

@@ -79,7 +79,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
         creditsCharged: priceOf(config.prices, request.model, resolution, duration),
         deadlineAt: new Date(now.getTime() + config.taskDeadlineMs),
       },
-      job: { maxAttempts: config.jobMaxAttempts },
+      job: { maxAttempts: config.jobMaxAttempts, provider: config.providers[request.model] },
       idempotency: idempotencyKey
         ? {
             key: idempotencyKey,

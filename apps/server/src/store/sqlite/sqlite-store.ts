@@ -72,7 +72,7 @@ const toTask = (row: Row): TaskRecord => ({
   deadlineAt: date(row.deadline_at),
 });
 
-const toJob = (row: Row): Job => ({ id: row.id, taskId: row.task_id, attempts: row.attempts, maxAttempts: row.max_attempts });
+const toJob = (row: Row): Job => ({ id: row.id, taskId: row.task_id, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
 
 const toLedgerEntry = (row: Row): LedgerEntry => ({
   id: row.id,
@@ -239,7 +239,7 @@ export class SqliteStore implements Store, JobQueue {
           deadline_at: ms(task.deadlineAt),
           now: ms(now),
         });
-        this.sql.insertJob.run({ task_id: task.id, max_attempts: input.job.maxAttempts, now: ms(now) });
+        this.sql.insertJob.run({ task_id: task.id, provider: input.job.provider, max_attempts: input.job.maxAttempts, now: ms(now) });
         this.sql.insertLedgerEntry.run({
           account_id: task.accountId,
           kind: 'charge',
@@ -368,8 +368,14 @@ export class SqliteStore implements Store, JobQueue {
 
   // --- JobQueue -------------------------------------------------------------
 
-  async claim(input: { workerId: string; now: Date; leaseMs: number }): Promise<Job | undefined> {
-    const row = this.sql.claimJob.get({ worker: input.workerId, now: ms(input.now), lease_until: input.now.getTime() + input.leaseMs }) as Row | undefined;
+  async claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined> {
+    if (input.providers.length === 0) return undefined;
+    const row = this.sql.claimJob.get({
+      worker: input.workerId,
+      now: ms(input.now),
+      lease_until: input.now.getTime() + input.leaseMs,
+      providers: JSON.stringify(input.providers),
+    }) as Row | undefined;
     return row && toJob(row);
   }
 
@@ -452,7 +458,8 @@ function prepareStatements(db: Database.Database) {
                @webhook_url, @credits_charged, @deadline_at, @now, @now)`,
     ),
     insertJob: db.prepare(
-      `INSERT INTO jobs (task_id, state, max_attempts, run_at, created_at, updated_at) VALUES (@task_id, 'available', @max_attempts, @now, @now, @now)`,
+      `INSERT INTO jobs (task_id, provider, state, max_attempts, run_at, created_at, updated_at)
+       VALUES (@task_id, @provider, 'available', @max_attempts, @now, @now, @now)`,
     ),
     startTask: db.prepare(
       // A processing task is started again when its worker died and its job was claimed anew.
@@ -479,7 +486,8 @@ function prepareStatements(db: Database.Database) {
     claimJob: db.prepare(
       `UPDATE jobs SET state = 'leased', leased_by = @worker, lease_until = @lease_until, attempts = attempts + 1, updated_at = @now
        WHERE id = (SELECT id FROM jobs
-                   WHERE (state = 'available' AND run_at <= @now) OR (state = 'leased' AND lease_until <= @now)
+                   WHERE ((state = 'available' AND run_at <= @now) OR (state = 'leased' AND lease_until <= @now))
+                     AND provider IN (SELECT value FROM json_each(@providers))
                    ORDER BY run_at, id LIMIT 1)
        RETURNING *`,
     ),
