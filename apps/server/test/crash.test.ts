@@ -29,7 +29,8 @@ afterAll(() => {
 
 /** Starts the server and resolves with its address and what it printed. */
 function start(): Promise<{ server: ChildProcess; baseUrl: string; output: () => string }> {
-  const server = spawn(tsx, ['src/main.ts'], { cwd: root, env });
+  // Node itself with tsx as a loader: one process, so SIGKILL really kills the server (the tsx CLI would leave its child running).
+  const server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env });
   servers.push(server);
   let output = '';
   return new Promise((done, fail) => {
