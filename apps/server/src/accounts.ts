@@ -1,10 +1,11 @@
 /** Account and key operations shared by the operator CLI and the development bootstrap. */
-import { randomBytes } from 'node:crypto';
 import { newAccountId, newKeyId } from './domain/ids.js';
 import { apiKeyHint, generateApiKey, hashApiKey, type KeyMode, type Scope } from './domain/keys.js';
 import type { ApiKeyRecord, Store } from './store/store.js';
+import { newWebhookSecret } from './webhooks/signing.js';
 
-export const newWebhookSecret = () => `whsec_${randomBytes(24).toString('base64')}`;
+export { newWebhookSecret };
+
 
 export async function createAccount(store: Store, input: { name: string; credits: number; now: Date }) {
   return store.createAccount({ id: newAccountId(input.now), name: input.name, webhookSecret: newWebhookSecret(), openingGrant: input.credits, now: input.now });

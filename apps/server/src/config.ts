@@ -4,6 +4,7 @@
  */
 import { resolve } from 'node:path';
 import { MODEL_IDS, parsePriceTable, type ModelId, type PriceTable } from './domain/catalog.js';
+import { DEFAULT_RETRY_SCHEDULE_MS, parseRetrySchedule } from './webhooks/deliveries.js';
 
 export interface Config {
   /** PORT: the HTTP port (default 8080; 0 lets the OS choose). */
@@ -46,6 +47,8 @@ export interface Config {
   byteplus: { baseUrl: string; apiKey: string | undefined; modelIds: Record<ModelId, string> };
   /** VIDGEN_MEDIA_ALLOW_LOOPBACK (tests only, default false) and VIDGEN_MEDIA_CA_FILE: reference fetching. */
   media: { allowLoopback: boolean; caFile: string | undefined };
+  /** Webhook delivery: VIDGEN_WEBHOOK_RETRY_SCHEDULE, _TIMEOUT_MS, _CONCURRENCY, _ALLOW_LOOPBACK (tests only), _CA_FILE. */
+  webhooks: { retryScheduleMs: number[]; timeoutMs: number; concurrency: number; allowLoopback: boolean; caFile: string | undefined };
 }
 
 export type ProviderName = 'local' | 'byteplus';
@@ -101,6 +104,16 @@ function modelMap<T extends string>(env: NodeJS.ProcessEnv, name: string, fallba
   return map;
 }
 
+function retrySchedule(env: NodeJS.ProcessEnv): number[] {
+  const raw = env.VIDGEN_WEBHOOK_RETRY_SCHEDULE;
+  if (!raw) return DEFAULT_RETRY_SCHEDULE_MS;
+  try {
+    return parseRetrySchedule(raw);
+  } catch (error) {
+    throw new ConfigError(`VIDGEN_WEBHOOK_RETRY_SCHEDULE: ${(error as Error).message}`);
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.VIDGEN_DATA_DIR || './data');
   let prices: PriceTable;
@@ -141,5 +154,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       modelIds: modelMap<string>(env, 'VIDGEN_BYTEPLUS_MODELS', ''),
     },
     media: { allowLoopback: boolean(env, 'VIDGEN_MEDIA_ALLOW_LOOPBACK', false), caFile: env.VIDGEN_MEDIA_CA_FILE || undefined },
+    webhooks: {
+      retryScheduleMs: retrySchedule(env),
+      timeoutMs: integer(env, 'VIDGEN_WEBHOOK_TIMEOUT_MS', 15_000, 100, 120_000),
+      concurrency: integer(env, 'VIDGEN_WEBHOOK_CONCURRENCY', 8, 0, 256),
+      allowLoopback: boolean(env, 'VIDGEN_WEBHOOK_ALLOW_LOOPBACK', false),
+      caFile: env.VIDGEN_WEBHOOK_CA_FILE || undefined,
+    },
   };
 }

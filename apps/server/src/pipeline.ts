@@ -14,6 +14,8 @@ import { createBytePlusProvider } from './providers/byteplus/byteplus-provider.j
 import { createLocalProvider } from './providers/local/local-provider.js';
 import type { Provider } from './providers/provider.js';
 import { createWorker, type Worker } from './queue/worker.js';
+import { createDeliveryRunner } from './webhooks/deliveries.js';
+import { createWebhookSender } from './webhooks/sender.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
 
 export function createOutputFiles(config: Config, publicBaseUrl: () => string): OutputFiles {
@@ -66,7 +68,19 @@ export function createPipelineWorker(deps: {
     }),
     files: deps.files,
     workDir: join(config.dataDir, 'work'),
-    concurrency: config.concurrency,
+    concurrency: { ...config.concurrency, webhooks: config.webhooks.concurrency },
+    deliveries: createDeliveryRunner({
+      store: deps.store,
+      clock: deps.clock,
+      events: deps.events,
+      logger: deps.logger,
+      scheduleMs: config.webhooks.retryScheduleMs,
+      sender: createWebhookSender({
+        timeoutMs: config.webhooks.timeoutMs,
+        allowLoopback: config.webhooks.allowLoopback,
+        ca: config.webhooks.caFile ? readFileSync(config.webhooks.caFile) : undefined,
+      }),
+    }),
     leaseMs: config.jobLeaseMs,
     pollMs: Math.min(5_000, config.jobLeaseMs),
     outputTtlMs: config.outputTtlMs,

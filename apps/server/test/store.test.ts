@@ -163,7 +163,7 @@ describe('SqliteStore', () => {
       await first.close();
       const second = new SqliteStore(path);
       expect((await second.getAccount('acc_1'))?.balance).toBe(5);
-      expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(3);
+      expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(4);
       expect(second.db.pragma('journal_mode', { simple: true })).toBe('wal');
       await second.close();
     } finally {

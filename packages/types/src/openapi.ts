@@ -277,7 +277,7 @@ export interface webhooks {
          * A task reached a terminal state
          * @description Sent to the task's `webhookUrl` once the task is `succeeded`, `failed` or `cancelled`. One
          *     event per task; `data` is exactly what the query endpoint answers for the task at that
-         *     moment. There are no events for intermediate states.
+         *     moment, without the `webhook` summary (which describes this very delivery). There are no events for intermediate states.
          *
          *     **Delivery.** `POST` with a JSON body, 15-second timeout, redirects not followed. Any
          *     `2xx` answer is success. `410 Gone` stops all further attempts for the event. Anything
@@ -539,6 +539,31 @@ export interface components {
              * @description When the task reached a terminal state (UTC); `null` before.
              */
             completedAt: string | null;
+            webhook?: components["schemas"]["WebhookSummary"];
+        };
+        /**
+         * @description How the delivery of this task's webhook is going. Present only on a task submitted with a
+         *     `webhookUrl` that has reached a terminal state (the event is created then), and never
+         *     inside a webhook's own `data`.
+         * @example {
+         *       "status": "delivered",
+         *       "attempts": 1,
+         *       "lastAttemptAt": "2026-11-22T10:01:02.480Z"
+         *     }
+         */
+        WebhookSummary: {
+            /**
+             * @description `pending` (not yet delivered; retries are scheduled), `delivered` (a 2xx answer), `failed` (a `410`, or every retry used up).
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            /** @description Attempts made so far. */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When the last attempt was made; `null` before the first.
+             */
+            lastAttemptAt: string | null;
         };
         /**
          * Queued task

@@ -5,7 +5,7 @@
  * refused, 2 usage or configuration error.
  */
 import { parseArgs } from 'node:util';
-import { createAccount, issueApiKey } from '../accounts.js';
+import { createAccount, issueApiKey, newWebhookSecret } from '../accounts.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { isScope, SCOPES, type KeyMode, type Scope } from '../domain/keys.js';
 import { toTaskResource } from '../domain/task-view.js';
@@ -25,6 +25,12 @@ const USAGE = `usage: vidgen <command> [options] [--json]
                                                   add credits (a ledger entry)
   ledger --account ID                             the account's ledger and balance audit
   tasks show REQUEST_ID                           a task of any account
+  webhooks list --account ID                      the account's webhook deliveries
+  webhooks attempts DELIVERY_ID                   every attempt of a delivery
+  webhooks redeliver DELIVERY_ID                  send a delivery again from now
+  webhooks secret show --account ID               the signing secret(s) in use
+  webhooks secret rotate --account ID [--overlap-hours N]
+                                                  a new secret; the old one also signs for N hours (default 24)
 `;
 
 class UsageError extends Error {}
@@ -41,6 +47,7 @@ const options = {
   'expires-in-days': { type: 'string' },
   amount: { type: 'string' },
   note: { type: 'string' },
+  'overlap-hours': { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>['values'];
@@ -62,7 +69,7 @@ const iso = (date: Date | null) => (date ? date.toISOString() : null);
 async function run(store: Store, positionals: string[], values: Values): Promise<{ json: unknown; text: string }> {
   const now = systemClock.now();
   const [group, action, argument] = positionals;
-  const command = `${group ?? ''} ${action ?? ''}`.trim();
+  const command = group === 'webhooks' && action === 'secret' ? `webhooks secret ${argument ?? ''}`.trim() : `${group ?? ''} ${action ?? ''}`.trim();
 
   switch (command) {
     case 'accounts create': {
@@ -136,6 +143,46 @@ async function run(store: Store, positionals: string[], values: Values): Promise
       if (!task) throw new NotFound(`no task ${argument}`);
       const resource = { ...toTaskResource(task), accountId: task.accountId, webhookUrl: task.webhookUrl };
       return { json: resource, text: JSON.stringify(resource, null, 2) };
+    }
+    case 'webhooks list': {
+      const deliveries = await store.listDeliveries(required(values, 'account'), 100);
+      const view = deliveries.map(({ body: _body, ...d }) => ({ ...d, lastAttemptAt: iso(d.lastAttemptAt), nextAttemptAt: iso(d.nextAttemptAt), createdAt: iso(d.createdAt) }));
+      return {
+        json: view,
+        text: view.map((d) => `${d.id}  ${d.taskId}  ${d.eventType}  ${d.status}  attempts ${d.attempts}  ${d.url}`).join('\n') || 'no deliveries',
+      };
+    }
+    case 'webhooks attempts': {
+      if (!argument) throw new UsageError('webhooks attempts needs a DELIVERY_ID');
+      if (!(await store.getDelivery(argument))) throw new NotFound(`no delivery ${argument}`);
+      const attempts = (await store.listDeliveryAttempts(argument)).map((a) => ({ ...a, attemptedAt: iso(a.attemptedAt) }));
+      return {
+        json: attempts,
+        text: attempts.map((a) => `${a.attemptedAt}  ${a.statusCode ?? '-'}  ${a.durationMs} ms  ${a.error ?? ''}`.trimEnd()).join('\n') || 'no attempts yet',
+      };
+    }
+    case 'webhooks redeliver': {
+      if (!argument) throw new UsageError('webhooks redeliver needs a DELIVERY_ID');
+      const delivery = await store.redeliver({ deliveryId: argument, now });
+      if (!delivery) throw new NotFound(`no delivery ${argument}`);
+      return { json: { id: delivery.id, status: delivery.status }, text: `${delivery.id} will be sent again (a running server picks it up within seconds)` };
+    }
+    case 'webhooks secret show': {
+      const accountId = required(values, 'account');
+      const secrets = await store.webhookSecrets(accountId, now);
+      if (secrets.length === 0) throw new NotFound(`no account ${accountId}`);
+      return { json: { accountId, secrets }, text: secrets.join('\n') };
+    }
+    case 'webhooks secret rotate': {
+      const accountId = required(values, 'account');
+      const hours = values['overlap-hours'] ? wholeNumber(values['overlap-hours'], 'overlap-hours', 0) : 24;
+      const secret = newWebhookSecret();
+      const previousValidUntil = new Date(now.getTime() + hours * 3_600_000);
+      if (!(await store.rotateWebhookSecret({ accountId, secret, previousValidUntil }))) throw new NotFound(`no account ${accountId}`);
+      return {
+        json: { accountId, secret, previousValidUntil: iso(previousValidUntil) },
+        text: `new secret for ${accountId}:\n\n    ${secret}\n\nThe previous one also signs until ${previousValidUntil.toISOString()}.`,
+      };
     }
     default:
       throw new UsageError(command ? `unknown command: ${command}` : 'a command is required');

@@ -22,6 +22,9 @@ export function toTaskResource(task: TaskRecord): Task {
     creditsRefunded: task.creditsRefunded,
     createdAt: task.createdAt.toISOString(),
     updatedAt: task.updatedAt.toISOString(),
+    ...(task.webhook
+      ? { webhook: { status: task.webhook.status, attempts: task.webhook.attempts, lastAttemptAt: task.webhook.lastAttemptAt?.toISOString() ?? null } }
+      : {}),
   };
   const completedAt = (task.completedAt ?? task.updatedAt).toISOString();
   switch (task.status) {

@@ -49,25 +49,23 @@ const KIND_FILE: Record<MediaKind, string> = { image: 'an image file', video: 'a
 /** A failure whose message is already fit for the task's error. */
 class Refusal extends Error {}
 
-const formatSize = (bytes: number) => (bytes % MiB === 0 ? `${bytes / MiB} MiB` : `${bytes} bytes`);
+const isAllowedAddress = (address: string, allowLoopback: boolean) => isPublicUnicast(address) || (allowLoopback && isLoopback(address));
 
-export function createMediaFetcher(options: MediaFetcherOptions = {}): MediaFetcher {
-  const { allowLoopback = false, connectTimeoutMs = 10_000, totalTimeoutMs = 120_000, maxRedirects = 3 } = options;
+/**
+ * A socket `lookup` that hands back only public unicast addresses (plus loopback when
+ * `allowLoopback`, test-only). It runs inside the socket's connect, and the socket can only use
+ * the addresses handed back here, so every address is checked on the connection that uses it: a
+ * DNS answer that changes between a check and the connection (rebinding) gains nothing. Any bad
+ * address refuses the whole name. Shared by every outbound request to a user-supplied URL.
+ */
+export function guardedLookup(options: { allowLoopback: boolean; lookup?: LookupFunction }): LookupFunction {
+  const { allowLoopback } = options;
   const lookup = options.lookup ?? (dnsLookup as LookupFunction);
-  const maxBytes = { ...DEFAULT_MAX_BYTES, ...options.maxBytes };
-  // Node's `ca` replaces its trust store; keep the public roots so the extra CA only adds.
-  const ca = options.ca ? [...rootCertificates, options.ca] : undefined;
-
-  const allowed = (address: string) => isPublicUnicast(address) || (allowLoopback && isLoopback(address));
-
-  // Runs inside the socket's connect, and the socket can only use the addresses handed back here,
-  // so every address is checked on the connection that uses it: a DNS answer that changes between
-  // a check and the connection (rebinding) gains nothing. Any bad address refuses the whole name.
-  const checkedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
+  return (hostname, lookupOptions, callback) => {
     lookup(hostname, { ...lookupOptions, all: true }, (error, result) => {
       if (error) return callback(error, '');
       const addresses = typeof result === 'string' ? [{ address: result, family: isIP(result) }] : result;
-      const bad = addresses.find((a) => !allowed(a.address));
+      const bad = addresses.find((a) => !isAllowedAddress(a.address, allowLoopback));
       if (bad) return callback(new Refusal(`${hostname} resolves to ${bad.address}, which is not public`), '');
       const [first] = addresses;
       if (!first) return callback(new Refusal(`${hostname} has no address`), '');
@@ -75,16 +73,35 @@ export function createMediaFetcher(options: MediaFetcherOptions = {}): MediaFetc
       else callback(null, first.address, first.family);
     });
   };
+}
+
+/**
+ * Why a URL's host may not be connected to when it is a literal IP address (`URL.hostname`,
+ * brackets allowed); undefined for a name or an allowed address. A literal address never goes
+ * through the lookup, so it is judged here. WHATWG parsing has already turned 2130706433,
+ * 0177.0.0.1 and 0x7f.1 into 127.0.0.1.
+ */
+export function refuseLiteralAddress(hostname: string, allowLoopback: boolean): string | undefined {
+  const host = hostname.replace(/^\[(.*)\]$/, '$1');
+  if (isIP(host) && !isAllowedAddress(host, allowLoopback)) return `address ${host} is not public`;
+  return undefined;
+}
+
+const formatSize = (bytes: number) => (bytes % MiB === 0 ? `${bytes / MiB} MiB` : `${bytes} bytes`);
+
+export function createMediaFetcher(options: MediaFetcherOptions = {}): MediaFetcher {
+  const { allowLoopback = false, connectTimeoutMs = 10_000, totalTimeoutMs = 120_000, maxRedirects = 3 } = options;
+  const maxBytes = { ...DEFAULT_MAX_BYTES, ...options.maxBytes };
+  // Node's `ca` replaces its trust store; keep the public roots so the extra CA only adds.
+  const ca = options.ca ? [...rootCertificates, options.ca] : undefined;
+
+  const checkedLookup = guardedLookup({ allowLoopback, lookup: options.lookup });
 
   /** Why a URL (the first or a redirect's) may not be fetched; undefined when it may. */
   const urlProblem = (href: string): string | undefined => {
     const problem = explainUrl(href, { needsMediaKind: false });
     if (problem) return problem;
-    // WHATWG parsing has already turned 2130706433, 0177.0.0.1 and 0x7f.1 into 127.0.0.1.
-    // A literal address never goes through the lookup, so it is judged here.
-    const host = new URL(href).hostname.replace(/^\[(.*)\]$/, '$1');
-    if (isIP(host) && !allowed(host)) return `address ${host} is not public`;
-    return undefined;
+    return refuseLiteralAddress(new URL(href).hostname, allowLoopback);
   };
 
   const get = (url: URL, signal: AbortSignal) =>

@@ -9,7 +9,9 @@
 export interface Job {
   id: number;
   taskId: string;
-  /** The provider that runs it (routed by model when the task was accepted). */
+  /** `generate` the task's video, or `deliver` its webhook. */
+  kind: 'generate' | 'deliver';
+  /** The lane that runs it: the provider routed by model, or `webhooks`. */
   provider: string;
   /** Claims so far, this one included. */
   attempts: number;

@@ -15,6 +15,7 @@ import type { OutputFiles } from '../files/storage.js';
 import type { Clock, TaskEvents } from '../interfaces.js';
 import type { GenerationResult, Provider, ReferenceMedia } from '../providers/provider.js';
 import type { Store, TaskRecord } from '../store/store.js';
+import type { DeliveryRunner } from '../webhooks/deliveries.js';
 import type { Job, JobQueue } from './queue.js';
 
 /** What the worker needs of the reference fetcher (media/fetcher.ts). */
@@ -44,6 +45,8 @@ export interface WorkerOptions {
   outputTtlMs: number;
   /** Delay before a job that hit an unexpected error is tried again. */
   retryDelayMs: (attempt: number) => number;
+  /** Runs `deliver` jobs (webhooks), in the `webhooks` lane of `concurrency`. */
+  deliveries?: DeliveryRunner;
 }
 
 export interface Worker {
@@ -163,7 +166,20 @@ export function createWorker(options: WorkerOptions): Worker {
     });
   }
 
+  async function runDelivery(job: Job): Promise<void> {
+    try {
+      const next = await options.deliveries!.attempt(job.taskId);
+      if (next) await queue.retry({ jobId: job.id, runAt: next.retryAt, error: 'delivery attempt failed', now: clock.now() });
+      else await queue.complete(job.id, clock.now());
+    } catch (error) {
+      logger.error({ err: error, taskId: job.taskId }, 'webhook delivery failed unexpectedly');
+      const now = clock.now();
+      await queue.retry({ jobId: job.id, runAt: new Date(now.getTime() + options.retryDelayMs(job.attempts)), error: String(error), now });
+    }
+  }
+
   async function runJob(job: Job): Promise<void> {
+    if (job.kind === 'deliver') return runDelivery(job);
     const log = logger.child({ taskId: job.taskId, jobId: job.id, attempt: job.attempts });
     if (job.attempts > job.maxAttempts) {
       // Claimed again after its workers kept dying: give up, refunded.

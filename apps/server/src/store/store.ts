@@ -52,6 +52,33 @@ export interface TaskRecord {
   completedAt: Date | null;
   /** The task fails with `timeout` if it is not terminal by then (D7). */
   deadlineAt: Date | null;
+  /** Its webhook's progress, once the event exists (the task is terminal and has a webhookUrl). */
+  webhook: { status: DeliveryStatus; attempts: number; lastAttemptAt: Date | null } | null;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+/** One webhook event for one terminal task, sent until delivered, gone (410) or out of retries. */
+export interface DeliveryRecord {
+  /** msg_…: the webhook-id header, the same on every attempt. */
+  id: string;
+  taskId: string;
+  accountId: string;
+  url: string;
+  eventType: string;
+  body: string;
+  status: DeliveryStatus;
+  attempts: number;
+  lastAttemptAt: Date | null;
+  nextAttemptAt: Date | null;
+  createdAt: Date;
+}
+
+export interface DeliveryAttempt {
+  attemptedAt: Date;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
 }
 
 export type NewTask = Pick<
@@ -169,6 +196,19 @@ export interface Store {
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome>;
   /** Fails every task past its deadline with `timeout` (refunded); returns them. */
   expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]>;
+  // Webhooks. The event is written by completeTask, failTask and cancelTask themselves (an outbox).
+  getDelivery(id: string): Promise<DeliveryRecord | undefined>;
+  getDeliveryForTask(taskId: string): Promise<DeliveryRecord | undefined>;
+  listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]>;
+  listDeliveryAttempts(deliveryId: string): Promise<DeliveryAttempt[]>;
+  /** Records one attempt and where the delivery now stands. */
+  recordDeliveryAttempt(input: { deliveryId: string; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void>;
+  /** Sends a delivery again from now (operators): pending, with its job available. */
+  redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined>;
+  /** The secrets to sign with now: the current one, and the previous one during a rotation. */
+  webhookSecrets(accountId: string, now: Date): Promise<string[]>;
+  rotateWebhookSecret(input: { accountId: string; secret: string; previousValidUntil: Date }): Promise<boolean>;
+
   /** Succeeded tasks whose output file has expired and is still kept. */
   listExpiredOutputs(input: { now: Date; limit: number }): Promise<{ id: string; outputKey: string }[]>;
   /** Forgets a swept output file. */

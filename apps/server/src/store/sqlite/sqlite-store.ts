@@ -11,10 +11,15 @@ import { fileURLToPath } from 'node:url';
 import { ACTIVE_STATES, CANCELLABLE_STATES, TASK_STATES, statesLeadingTo, type TaskState } from '../../domain/states.js';
 import type { Scope } from '../../domain/keys.js';
 import type { Job, JobQueue } from '../../queue/queue.js';
+import { newUlid } from '../../domain/ids.js';
+import { webhookEventBody } from '../../webhooks/event.js';
 import type {
   AccountRecord,
   ApiKeyRecord,
   CancelOutcome,
+  DeliveryAttempt,
+  DeliveryRecord,
+  DeliveryStatus,
   CompleteOutcome,
   FailOutcome,
   StartOutcome,
@@ -70,9 +75,26 @@ const toTask = (row: Row): TaskRecord => ({
   updatedAt: new Date(row.updated_at),
   completedAt: date(row.completed_at),
   deadlineAt: date(row.deadline_at),
+  webhook: row.webhook_status
+    ? { status: row.webhook_status, attempts: row.webhook_attempts, lastAttemptAt: date(row.webhook_last_attempt_at) }
+    : null,
 });
 
-const toJob = (row: Row): Job => ({ id: row.id, taskId: row.task_id, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
+const toDelivery = (row: Row): DeliveryRecord => ({
+  id: row.id,
+  taskId: row.task_id,
+  accountId: row.account_id,
+  url: row.url,
+  eventType: row.event_type,
+  body: row.body,
+  status: row.status,
+  attempts: row.attempts,
+  lastAttemptAt: date(row.last_attempt_at),
+  nextAttemptAt: date(row.next_attempt_at),
+  createdAt: new Date(row.created_at),
+});
+
+const toJob = (row: Row): Job => ({ id: row.id, taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
 
 const toLedgerEntry = (row: Row): LedgerEntry => ({
   id: row.id,
@@ -88,7 +110,11 @@ export class SqliteStore implements Store, JobQueue {
   readonly db: Database.Database;
   private readonly sql: ReturnType<typeof prepareStatements>;
 
-  constructor(path: string) {
+  /** `webhookJobAttempts`: claims of a delivery job before it is given up (its retries are scheduled, not counted here). */
+  constructor(
+    path: string,
+    private readonly options: { webhookJobAttempts: number } = { webhookJobAttempts: 20 },
+  ) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
@@ -298,9 +324,20 @@ export class SqliteStore implements Store, JobQueue {
         if (!CANCELLABLE_STATES.includes(status)) return { kind: 'invalid_state', status };
         this.sql.cancelTask.run({ id: input.id, now: ms(input.now) });
         this.refundNow(row, 'cancelled', input.now);
+        this.enqueueWebhookNow(input.id, input.now);
         return { kind: 'cancelled', task: toTask(this.sql.selectTask.get({ account_id: input.accountId, id: input.id }) as Row) };
       })
       .immediate();
+  }
+
+  /** The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. */
+  private enqueueWebhookNow(taskId: string, now: Date): void {
+    const row = this.sql.selectTaskById.get(taskId) as Row;
+    if (!row.webhook_url) return;
+    const { type, body } = webhookEventBody(toTask(row));
+    const id = `msg_${newUlid(now.getTime())}`;
+    this.sql.insertDelivery.run({ id, task_id: taskId, account_id: row.account_id, url: row.webhook_url, event_type: type, body, now: ms(now) });
+    this.sql.insertDeliveryJob.run({ task_id: taskId, max_attempts: this.options.webhookJobAttempts, now: ms(now) });
   }
 
   /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
@@ -330,6 +367,7 @@ export class SqliteStore implements Store, JobQueue {
           output_url: input.outputUrl,
           output_expires_at: ms(input.outputExpiresAt),
         }).changes;
+        if (changed === 1) this.enqueueWebhookNow(input.id, input.now);
         const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
         return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
       })
@@ -343,7 +381,8 @@ export class SqliteStore implements Store, JobQueue {
         const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
         if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
         this.refundNow(row, input.code, input.now);
-        return { kind: 'failed', task: toTask(row) };
+        this.enqueueWebhookNow(input.id, input.now);
+        return { kind: 'failed', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
       })
       .immediate();
   }
@@ -364,6 +403,75 @@ export class SqliteStore implements Store, JobQueue {
 
   async clearOutputKey(id: string): Promise<void> {
     this.sql.clearOutputKey.run(id);
+  }
+
+  // --- Webhooks -------------------------------------------------------------
+
+  async getDelivery(id: string): Promise<DeliveryRecord | undefined> {
+    const row = this.sql.selectDelivery.get(id) as Row | undefined;
+    return row && toDelivery(row);
+  }
+
+  async getDeliveryForTask(taskId: string): Promise<DeliveryRecord | undefined> {
+    const row = this.sql.selectDeliveryForTask.get(taskId) as Row | undefined;
+    return row && toDelivery(row);
+  }
+
+  async listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]> {
+    return (this.sql.selectDeliveries.all({ account_id: accountId, limit }) as Row[]).map(toDelivery);
+  }
+
+  async listDeliveryAttempts(deliveryId: string): Promise<DeliveryAttempt[]> {
+    return (this.sql.selectDeliveryAttempts.all(deliveryId) as Row[]).map((r) => ({
+      attemptedAt: new Date(r.attempted_at),
+      statusCode: r.status_code,
+      error: r.error,
+      durationMs: r.duration_ms,
+    }));
+  }
+
+  async recordDeliveryAttempt(input: { deliveryId: string; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
+    this.db
+      .transaction(() => {
+        const { attempt } = input;
+        this.sql.insertDeliveryAttempt.run({
+          delivery_id: input.deliveryId,
+          attempted_at: ms(attempt.attemptedAt),
+          status_code: attempt.statusCode,
+          error: attempt.error,
+          duration_ms: attempt.durationMs,
+        });
+        this.sql.updateDelivery.run({
+          id: input.deliveryId,
+          status: input.status,
+          attempted_at: ms(attempt.attemptedAt),
+          next_attempt_at: ms(input.nextAttemptAt),
+        });
+      })
+      .immediate();
+  }
+
+  async redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined> {
+    return this.db
+      .transaction(() => {
+        const row = this.sql.selectDelivery.get(input.deliveryId) as Row | undefined;
+        if (!row) return undefined;
+        this.sql.resetDelivery.run({ id: input.deliveryId, now: ms(input.now) });
+        this.sql.resetDeliveryJob.run({ task_id: row.task_id, now: ms(input.now) });
+        return toDelivery(this.sql.selectDelivery.get(input.deliveryId) as Row);
+      })
+      .immediate();
+  }
+
+  async webhookSecrets(accountId: string, now: Date): Promise<string[]> {
+    const row = this.sql.selectWebhookSecrets.get(accountId) as Row | undefined;
+    if (!row) return [];
+    const previousValid = row.previous_webhook_secret && row.previous_webhook_secret_until > now.getTime();
+    return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
+  }
+
+  async rotateWebhookSecret(input: { accountId: string; secret: string; previousValidUntil: Date }): Promise<boolean> {
+    return this.sql.rotateWebhookSecret.run({ id: input.accountId, secret: input.secret, until: ms(input.previousValidUntil) }).changes === 1;
   }
 
   // --- JobQueue -------------------------------------------------------------
@@ -413,7 +521,7 @@ const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${s
 
 function prepareStatements(db: Database.Database) {
   const taskPage = (byStatus: boolean) => `
-    SELECT * FROM tasks
+    SELECT * FROM tasks_with_webhook
     WHERE account_id = @account_id ${byStatus ? 'AND status = @status' : ''}
       AND (@after_created_at IS NULL OR created_at < @after_created_at
            OR (created_at = @after_created_at AND id < @after_id))
@@ -458,8 +566,8 @@ function prepareStatements(db: Database.Database) {
                @webhook_url, @credits_charged, @deadline_at, @now, @now)`,
     ),
     insertJob: db.prepare(
-      `INSERT INTO jobs (task_id, provider, state, max_attempts, run_at, created_at, updated_at)
-       VALUES (@task_id, @provider, 'available', @max_attempts, @now, @now, @now)`,
+      `INSERT INTO jobs (task_id, kind, provider, state, max_attempts, run_at, created_at, updated_at)
+       VALUES (@task_id, 'generate', @provider, 'available', @max_attempts, @now, @now, @now)`,
     ),
     startTask: db.prepare(
       // A processing task is started again when its worker died and its job was claimed anew.
@@ -497,8 +605,38 @@ function prepareStatements(db: Database.Database) {
       `UPDATE jobs SET state = 'available', run_at = @run_at, last_error = @error, lease_until = NULL, leased_by = NULL, updated_at = @now WHERE id = @id`,
     ),
     countJobs: db.prepare('SELECT state, count(*) AS count FROM jobs GROUP BY state'),
-    selectTask: db.prepare('SELECT * FROM tasks WHERE account_id = @account_id AND id = @id'),
-    selectTaskById: db.prepare('SELECT * FROM tasks WHERE id = ?'),
+    insertDelivery: db.prepare(
+      `INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
+       VALUES (@id, @task_id, @account_id, @url, @event_type, @body, 'pending', @now, @now, @now)`,
+    ),
+    insertDeliveryJob: db.prepare(
+      `INSERT INTO jobs (task_id, kind, provider, state, max_attempts, run_at, created_at, updated_at)
+       VALUES (@task_id, 'deliver', 'webhooks', 'available', @max_attempts, @now, @now, @now)`,
+    ),
+    selectDelivery: db.prepare('SELECT * FROM webhook_deliveries WHERE id = ?'),
+    selectDeliveryForTask: db.prepare('SELECT * FROM webhook_deliveries WHERE task_id = ?'),
+    selectDeliveries: db.prepare('SELECT * FROM webhook_deliveries WHERE account_id = @account_id ORDER BY created_at DESC, id DESC LIMIT @limit'),
+    selectDeliveryAttempts: db.prepare('SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY id'),
+    insertDeliveryAttempt: db.prepare(
+      `INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms)
+       VALUES (@delivery_id, @attempted_at, @status_code, @error, @duration_ms)`,
+    ),
+    updateDelivery: db.prepare(
+      `UPDATE webhook_deliveries SET status = @status, attempts = attempts + 1, last_attempt_at = @attempted_at,
+                                     next_attempt_at = @next_attempt_at, updated_at = @attempted_at
+       WHERE id = @id`,
+    ),
+    resetDelivery: db.prepare(`UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = @now, updated_at = @now WHERE id = @id`),
+    resetDeliveryJob: db.prepare(
+      `UPDATE jobs SET state = 'available', run_at = @now, attempts = 0, lease_until = NULL, leased_by = NULL, updated_at = @now
+       WHERE task_id = @task_id AND kind = 'deliver'`,
+    ),
+    selectWebhookSecrets: db.prepare('SELECT webhook_secret, previous_webhook_secret, previous_webhook_secret_until FROM accounts WHERE id = ?'),
+    rotateWebhookSecret: db.prepare(
+      `UPDATE accounts SET previous_webhook_secret = webhook_secret, previous_webhook_secret_until = @until, webhook_secret = @secret WHERE id = @id`,
+    ),
+    selectTask: db.prepare('SELECT * FROM tasks_with_webhook WHERE account_id = @account_id AND id = @id'),
+    selectTaskById: db.prepare('SELECT * FROM tasks_with_webhook WHERE id = ?'),
     selectTaskPage: db.prepare(taskPage(false)),
     selectTaskPageByStatus: db.prepare(taskPage(true)),
     cancelTask: db.prepare(

@@ -1,0 +1,131 @@
+/**
+ * One webhook delivery attempt (D8): a signed POST to the account's URL under D5's URL rules.
+ * Every way an attempt can end comes back as a `SendResult`; deciding whether and when to try
+ * again (the schedule, jitter, giving up) is the caller's job. Only a bug (e.g. a malformed
+ * secret) throws. No error message ever carries a secret.
+ */
+import type { IncomingMessage } from 'node:http';
+import { request } from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { rootCertificates } from 'node:tls';
+import { explainUrl } from '../domain/rules.js';
+import { systemClock, type Clock } from '../interfaces.js';
+import { guardedLookup, refuseLiteralAddress } from '../media/fetcher.js';
+import { webhookHeaders } from './signing.js';
+
+export type SendResult =
+  | { outcome: 'delivered'; status: number; durationMs: number }
+  /** 410 Gone: the receiver asks for no more attempts. */
+  | { outcome: 'gone'; status: number; durationMs: number }
+  | { outcome: 'retry'; status?: number; error?: string; retryAfterMs?: number; durationMs: number };
+
+export interface SendInput {
+  url: string;
+  /** `webhook-id`: the delivery's id, the same on every attempt. */
+  id: string;
+  /** The exact JSON text to send and sign. */
+  body: string;
+  /** The account's `whsec_…` secrets (two while one is rotated out). */
+  secrets: readonly string[];
+  signal?: AbortSignal;
+}
+
+export interface WebhookSender {
+  send(input: SendInput): Promise<SendResult>;
+}
+
+export interface WebhookSenderOptions {
+  /** The whole attempt: lookup, connect, TLS, request and answer. D8: success is a 2xx within 15 s. */
+  timeoutMs?: number;
+  /** Lets loopback addresses through (never other private ranges). Test-only: it exists for a local HTTPS fixture. */
+  allowLoopback?: boolean;
+  /** An extra trusted CA (the test fixture's self-signed certificate); the public roots stay trusted. */
+  ca?: string | Buffer;
+  /** dns.lookup-compatible; injectable so tests decide what names resolve to without touching DNS. */
+  lookup?: LookupFunction;
+  /** Source of `webhook-timestamp`. */
+  clock?: Pick<Clock, 'now'>;
+}
+
+/** Receivers' answers are read up to this much and thrown away; nobody needs more of them. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+export function createWebhookSender(options: WebhookSenderOptions = {}): WebhookSender {
+  const { timeoutMs = 15_000, allowLoopback = false, clock = systemClock } = options;
+  // Node's `ca` replaces its trust store; keep the public roots so the extra CA only adds.
+  const ca = options.ca ? [...rootCertificates, options.ca] : undefined;
+  const lookup = guardedLookup({ allowLoopback, lookup: options.lookup });
+
+  const post = (url: URL, headers: Record<string, string>, body: Buffer, signal: AbortSignal) =>
+    new Promise<IncomingMessage>((resolve, reject) => {
+      // agent: false — a fresh socket per attempt, so no pooled connection skips the lookup check.
+      // https.request never follows redirects, which is what D8 wants.
+      const req = request(url, {
+        method: 'POST',
+        agent: false,
+        ca,
+        lookup,
+        signal,
+        headers: { ...headers, 'content-length': String(body.length), 'accept-encoding': 'identity' },
+      });
+      // `on`, not `once`: a socket error after the response still lands on req and must not go unhandled.
+      req.once('response', resolve).on('error', reject);
+      req.end(body);
+    });
+
+  return {
+    async send({ url, id, body, secrets, signal }) {
+      const started = performance.now();
+      const elapsed = () => Math.round(performance.now() - started);
+      const refused = (error: string): SendResult => ({ outcome: 'retry', error, durationMs: elapsed() });
+
+      const problem = explainUrl(url, { needsMediaKind: false }) ?? refuseLiteralAddress(new URL(url).hostname, allowLoopback);
+      if (problem) return refused(problem);
+
+      const timestamp = Math.floor(clock.now().getTime() / 1000);
+      const headers: Record<string, string> = { ...webhookHeaders({ id, timestamp, body, secrets }) };
+      const deadline = AbortSignal.timeout(timeoutMs);
+      const abort = signal ? AbortSignal.any([signal, deadline]) : deadline;
+
+      let response: IncomingMessage;
+      try {
+        response = await post(new URL(url), headers, Buffer.from(body, 'utf8'), abort);
+      } catch (error) {
+        if (deadline.aborted) return refused(`timed out after ${timeoutMs} ms`);
+        if (signal?.aborted) return refused('cancelled');
+        return refused((error as Error).message);
+      }
+      const status = response.statusCode ?? 0;
+      const retryAfter = response.headers['retry-after'];
+      await discardBody(response);
+      const durationMs = elapsed();
+
+      if (status >= 200 && status <= 299) return { outcome: 'delivered', status, durationMs };
+      if (status === 410) return { outcome: 'gone', status, durationMs };
+      const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(retryAfter, clock.now()) : undefined;
+      return { outcome: 'retry', status, ...(retryAfterMs === undefined ? {} : { retryAfterMs }), durationMs };
+    },
+  };
+}
+
+/** Reads the answer up to MAX_RESPONSE_BYTES, then lets the socket go; never rejects. */
+function discardBody(response: IncomingMessage): Promise<void> {
+  return new Promise((resolve) => {
+    let bytes = 0;
+    response.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (bytes > MAX_RESPONSE_BYTES) response.destroy();
+    });
+    response.once('end', resolve).once('close', resolve).on('error', () => resolve());
+  });
+}
+
+/** `Retry-After` as milliseconds from now: delta-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | undefined, now: Date): number | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now.getTime());
+}
