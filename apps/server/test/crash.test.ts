@@ -3,11 +3,12 @@
  * every task ends terminal, and nothing is charged or refunded twice.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, expect, it } from 'vitest';
+import { startHttpsFixture } from './support/https-fixture.js';
 
 const root = resolve(import.meta.dirname, '..');
 const tsx = join(root, 'node_modules/.bin/tsx');
@@ -28,9 +29,9 @@ afterAll(() => {
 });
 
 /** Starts the server and resolves with its address and what it printed. */
-function start(): Promise<{ server: ChildProcess; baseUrl: string; output: () => string }> {
+function start(extraEnv: Record<string, string> = {}): Promise<{ server: ChildProcess; baseUrl: string; output: () => string }> {
   // Node itself with tsx as a loader: one process, so SIGKILL really kills the server (the tsx CLI would leave its child running).
-  const server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env });
+  const server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: { ...env, ...extraEnv } });
   servers.push(server);
   let output = '';
   return new Promise((done, fail) => {
@@ -85,4 +86,64 @@ it('finishes every task after a kill -9 mid-render, charging and refunding each 
   const charges = ledger.entries.filter((e: { kind: string }) => e.kind === 'charge').map((e: { taskId: string }) => e.taskId);
   expect(charges.sort()).toEqual([...ids].sort());
   expect(ledger.entries.filter((e: { kind: string }) => e.kind === 'refund')).toEqual([]);
+}, 120_000);
+
+it('delivers a pending webhook after a kill -9 and a restart, with the same webhook-id', async () => {
+  let healthy = false;
+  const received: { id: string; status: number }[] = [];
+  let delivered: () => void = () => {};
+  const deliveredOnce = new Promise<void>((resolve) => (delivered = resolve));
+  let firstAttempt: () => void = () => {};
+  const attempted = new Promise<void>((resolve) => (firstAttempt = resolve));
+  const receiver = await startHttpsFixture((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const status = healthy ? 200 : 503;
+      received.push({ id: String(req.headers['webhook-id']), status });
+      res.writeHead(status).end();
+      if (status === 200) delivered();
+      else firstAttempt();
+    });
+  });
+  // A data dir of its own: the previous test's server must not pick up these jobs.
+  const ownDir = mkdtempSync(join(tmpdir(), 'vidgen-crash-webhook-'));
+  try {
+    const caFile = join(ownDir, 'receiver-ca.pem');
+    writeFileSync(caFile, receiver.ca);
+    const webhookEnv = {
+      VIDGEN_DATA_DIR: ownDir,
+      VIDGEN_WEBHOOK_ALLOW_LOOPBACK: 'true',
+      VIDGEN_WEBHOOK_CA_FILE: caFile,
+      VIDGEN_WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s,1s,1s',
+    };
+    const cliEnv = { ...env, ...webhookEnv };
+    const first = await start(webhookEnv);
+    const { stdout: keys } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'accounts', 'list', '--json'], { cwd: root, env: cliEnv });
+    const accountId = JSON.parse(keys)[0].id;
+    const { stdout: issued } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'keys', 'create', '--account', accountId, '--json'], { cwd: root, env: cliEnv });
+    const key = JSON.parse(issued).key;
+    const res = await fetch(`${first.baseUrl}/api/open/v1/video/generations`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'webhook after a crash', duration: 4, resolution: '480p', webhookUrl: receiver.url('/hook') }),
+    });
+    expect(res.status).toBe(202);
+    await attempted;
+    const exited = new Promise((resolve) => first.server.once('exit', resolve));
+    first.server.kill('SIGKILL');
+    await exited;
+
+    healthy = true;
+    await start(webhookEnv);
+    await deliveredOnce;
+    expect(received.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(new Set(received.map((r) => r.id)).size).toBe(1);
+    const { stdout } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'webhooks', 'list', '--account', accountId, '--json'], { cwd: root, env: cliEnv });
+    const [delivery] = JSON.parse(stdout);
+    expect(delivery).toMatchObject({ id: received[0]!.id, status: 'delivered', eventType: 'video.generation.succeeded' });
+  } finally {
+    for (const server of servers) server.kill('SIGKILL');
+    await receiver.close();
+    rmSync(ownDir, { recursive: true, force: true });
+  }
 }, 120_000);

@@ -40,6 +40,19 @@ describe('the operator CLI', () => {
     expect(ledger.entries.map((e: { kind: string; amount: number }) => [e.kind, e.amount])).toEqual([['grant', 500], ['grant', 25]]);
   });
 
+  it('shows, rotates and lists webhook secrets and deliveries', async () => {
+    const account = await json('accounts', 'create', '--name', 'hooks', '--credits', '0');
+    const [secret] = (await json('webhooks', 'secret', 'show', '--account', account.id)).secrets;
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/=]{32}$/);
+    const rotated = await json('webhooks', 'secret', 'rotate', '--account', account.id, '--overlap-hours', '2');
+    expect(rotated.secret).not.toBe(secret);
+    expect((await json('webhooks', 'secret', 'show', '--account', account.id)).secrets).toEqual([rotated.secret, secret]);
+    expect(await json('webhooks', 'list', '--account', account.id)).toEqual([]);
+    expect(await vidgen('webhooks', 'attempts', 'msg_missing')).toMatchObject({ code: 1 });
+    expect(await vidgen('webhooks', 'redeliver', 'msg_missing')).toMatchObject({ code: 1 });
+    expect(await vidgen('webhooks', 'secret', 'rotate', '--account', 'acc_missing')).toMatchObject({ code: 1 });
+  });
+
   it('says what is wrong, with exit codes for scripts', async () => {
     expect(await vidgen('keys', 'create', '--account', 'acc_missing')).toMatchObject({ code: 1, stderr: expect.stringMatching(/no account acc_missing/) });
     expect(await vidgen('tasks', 'show', 'gen_missing')).toMatchObject({ code: 1 });

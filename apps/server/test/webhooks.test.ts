@@ -199,6 +199,17 @@ describe('webhooks', () => {
     expect((await query(s, id)).webhook).toMatchObject({ status: 'failed', attempts: 1 });
   });
 
+  it('sends a failed delivery again when an operator redelivers it', async () => {
+    const s = await setup(instant);
+    s.replies.splice(0, s.replies.length, status(410), ok);
+    const id = await submit(s);
+    await until(async () => (await deliveryOf(s, id))?.status === 'failed');
+    await s.store.redeliver({ deliveryId: (await deliveryOf(s, id)).id, now: s.clock.now() });
+    s.worker.wake();
+    await until(async () => (await deliveryOf(s, id)).status === 'delivered');
+    expect(s.received.map((r) => r.headers['webhook-id'])).toEqual(Array(2).fill(s.received[0]!.headers['webhook-id']));
+  });
+
   it('does not follow a redirect', async () => {
     const s = await setup(instant);
     s.replies.splice(0, s.replies.length, status(302, { Location: '/elsewhere' }), ok);
