@@ -167,6 +167,8 @@ describe('webhooks', () => {
     await until(() => s.received.length === 1);
     const verified = new Webhook(s.secret).verify(s.received[0]!.body, s.received[0]!.headers) as any;
     expect(verified).toMatchObject({ type: 'video.generation.cancelled', data: { requestId: id, status: 'cancelled' } });
+    await until(async () => (await deliveryOf(s, id)).status === 'delivered');
+    expect(verified.data).toEqual(withoutSummary(await query(s, id)));
   });
 
   it('retries a failing receiver with the same webhook-id until it succeeds, once', async () => {
