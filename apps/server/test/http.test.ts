@@ -2,13 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { bundleText } from '../src/http/spec.js';
 import type { Store } from '../src/store/store.js';
-import { harness, SUBMIT, validSubmit } from './support.js';
-
-/** Yields to the event loop until a condition holds (no timers involved). */
-async function until(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 10_000 && !condition(); i++) await new Promise((resolve) => setImmediate(resolve));
-  expect(condition()).toBe(true);
-}
+import { harness, SUBMIT, validSubmit, until } from './support.js';
 
 async function submitted(h: ReturnType<typeof harness>, key: string) {
   const res = await h.request('POST', SUBMIT, { key, body: validSubmit() });

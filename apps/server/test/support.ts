@@ -88,3 +88,15 @@ export function harness(overrides: Partial<AppDeps> = {}, path = ':memory:'): Ha
 
 export const SUBMIT = '/api/open/v1/video/generations';
 export const validSubmit = (patch: Record<string, unknown> = {}) => ({ model: 'vidgen-2.0-fast', prompt: 'a red ball bouncing', duration: 4, resolution: '480p', ...patch });
+
+/**
+ * Yields to the event loop until the condition holds: no timers, so it never
+ * sleeps to synchronise. Real-time waits (a receiver's timeout) need many yields.
+ */
+export async function until(condition: () => boolean | Promise<boolean>, maxYields = 500_000): Promise<void> {
+  for (let i = 0; i < maxYields; i++) {
+    if (await condition()) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  throw new Error('condition never held');
+}

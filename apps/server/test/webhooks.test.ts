@@ -15,7 +15,7 @@ import type { GenerationRequest, GenerationResult, Provider } from '../src/provi
 import { createWorker, type Worker } from '../src/queue/worker.js';
 import { createDeliveryRunner } from '../src/webhooks/deliveries.js';
 import { createWebhookSender } from '../src/webhooks/sender.js';
-import { harness, silentLogger, SUBMIT, validSubmit, type Harness } from './support.js';
+import { harness, silentLogger, SUBMIT, validSubmit, type Harness, until } from './support.js';
 import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
 
 interface Received {
@@ -116,15 +116,6 @@ const endless: Provider = {
   ...instant,
   generate: (request) => new Promise((resolve) => request.signal.addEventListener('abort', () => resolve({ ok: false, error: { code: 'internal_error', message: 'cancelled' } }))),
 };
-
-/** Yields until the condition holds (a receiver's timeout is real time, so allow a few seconds of yields). */
-async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500_000; i++) {
-    if (await condition()) return;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  throw new Error('condition never held');
-}
 
 async function submit(s: Setup, path = '/hook') {
   const res = await s.request('POST', SUBMIT, { key: s.key, body: validSubmit({ webhookUrl: s.receiver.url(path) }) });

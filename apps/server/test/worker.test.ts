@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createLocalOutputFiles, type OutputFiles } from '../src/files/storage.js';
 import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
 import { createWorker, type ReferenceFetcher, type Worker } from '../src/queue/worker.js';
-import { harness, silentLogger, SUBMIT, validSubmit, type Harness } from './support.js';
+import { harness, silentLogger, SUBMIT, validSubmit, type Harness, until } from './support.js';
 
 const MP4_BYTES = Buffer.from('\x00\x00\x00\x18ftypmp42' + 'x'.repeat(1000), 'latin1');
 
@@ -97,15 +97,6 @@ async function submit(p: Pipeline, key: string, body: Record<string, unknown> = 
 }
 
 const task = async (p: Pipeline, key: string, id: string) => (await (await p.request('GET', `${SUBMIT}/${id}`, { key })).json()) as any;
-
-/** Yields until the condition holds; no timers. */
-async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 20_000; i++) {
-    if (await condition()) return;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  throw new Error('condition never held');
-}
 
 describe('the worker', () => {
   it('takes a task from queued through processing to succeeded, with a signed output URL', async () => {
