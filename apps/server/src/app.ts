@@ -13,7 +13,7 @@ import { registerFileRoutes } from './http/routes/files.js';
 import { registerGenerationRoutes } from './http/routes/generations.js';
 import { registerModelRoutes } from './http/routes/models.js';
 import { registerServiceRoutes } from './http/routes/service.js';
-import { specOperations } from './http/spec.js';
+import { honoPath, specOperations } from './http/spec.js';
 
 export type { AppDeps } from './http/deps.js';
 
@@ -30,7 +30,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   // A known path with a method the spec does not give it: 405 with Allow.
   const methodsByPath = new Map<string, string[]>();
   for (const op of specOperations) {
-    const path = op.path.replace(/\{(\w+)\}/g, ':$1');
+    const path = honoPath(op.path);
     methodsByPath.set(path, [...(methodsByPath.get(path) ?? []), op.method]);
   }
   for (const [path, methods] of methodsByPath) {

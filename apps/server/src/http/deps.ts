@@ -1,6 +1,7 @@
 /** The one bag of dependencies the app is built from (nothing listens at import). */
 import type { Logger } from 'pino';
-import type { PriceTable } from '../domain/catalog.js';
+import type { ModelId, PriceTable } from '../domain/catalog.js';
+import type { OutputFiles } from '../files/storage.js';
 import type { Clock, TaskEvents } from '../interfaces.js';
 import type { Store } from '../store/store.js';
 import type { Metrics } from './metrics.js';
@@ -14,7 +15,7 @@ export interface AppConfig {
   /** How many times a task's job is claimed before it is given up (worker crashes, bugs). */
   jobMaxAttempts: number;
   /** The provider each model is routed to; the job records it. */
-  providers: Record<import('../domain/catalog.js').ModelId, string>;
+  providers: Record<ModelId, string>;
 }
 
 export interface AppDeps {
@@ -31,5 +32,5 @@ export interface AppDeps {
   /** Tells workers in this process that a job was enqueued (so they need not wait for their poll). */
   wakeWorkers?: () => void;
   /** Serves output files (GET /files/…); absent when this process serves none. */
-  files?: import('../files/storage.js').OutputFiles;
+  files?: OutputFiles;
 }

@@ -41,6 +41,9 @@ export const specOperations: SpecOperation[] = Object.entries(bundle.paths as Re
   }),
 );
 
+/** The spec's `/x/{id}` path template as a Hono route pattern `/x/:id`. */
+export const honoPath = (template: string) => template.replace(/\{(\w+)\}/g, ':$1');
+
 export function specOperation(operationId: string): SpecOperation {
   const found = specOperations.find((op) => op.operationId === operationId);
   if (!found) throw new Error(`the spec has no operation ${operationId}`);

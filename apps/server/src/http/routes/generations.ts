@@ -13,12 +13,11 @@ import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
 import { authenticate, jsonBody, readJson } from '../middleware.js';
-import { bodyValidator, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
+import { bodyValidator, honoPath, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
 
 type SubmitRequest = RequestBody<'submitGeneration'>;
 
 const BASE = '/api/open/v1/video/generations';
-const honoPath = (template: string) => template.replace(/\{(\w+)\}/g, ':$1');
 
 const invalid = (details: { field?: string; message: string }[]) => new ApiError('invalid_request', summarise(details), details);
 const notFound = (id: string) => new ApiError('not_found', `no task ${id}`);
