@@ -1,0 +1,64 @@
+import { VidgenError } from './errors.js';
+
+export interface RetryOptions {
+  /** Attempts after the first. Default 3. */
+  retries?: number;
+  /** The backoff's base: attempt n waits a random time in [0, min(maxDelayMs, minDelayMs × 2ⁿ)]. Default 500. */
+  minDelayMs?: number;
+  /** The backoff's cap. A `Retry-After` longer than this is not waited for: the error is thrown. Default 20 000. */
+  maxDelayMs?: number;
+}
+
+export type RetryPolicy = Required<RetryOptions>;
+
+export const DEFAULT_RETRY: RetryPolicy = Object.freeze({ retries: 3, minDelayMs: 500, maxDelayMs: 20_000 });
+
+export function retryPolicy(option: RetryOptions | false | undefined): RetryPolicy {
+  if (option === false) return { ...DEFAULT_RETRY, retries: 0 };
+  return { ...DEFAULT_RETRY, ...option };
+}
+
+/** Answers worth trying again: the service asked to (429, 409 `idempotency_in_progress`) or failed (5xx). */
+export function isRetryable(error: VidgenError): boolean {
+  return error.code === 'network_error' || error.status === 429 || error.status >= 500 || error.code === 'idempotency_in_progress';
+}
+
+/** Full jitter (AWS's "Exponential Backoff and Jitter"), never sooner than `Retry-After`. */
+export function backoffMs(policy: RetryPolicy, attempt: number, retryAfterSeconds: number | undefined, random = Math.random): number {
+  const ceiling = Math.min(policy.maxDelayMs, policy.minDelayMs * 2 ** attempt);
+  return Math.max(random() * ceiling, (retryAfterSeconds ?? 0) * 1000);
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason once it aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * Runs `attempt` until it succeeds, fails with an answer not worth retrying, or the retries are
+ * used up. Only callers whose request is safe to repeat pass `retryable: true`.
+ */
+export async function withRetries<T>(attempt: () => Promise<T>, options: { policy: RetryPolicy; retryable: boolean; signal?: AbortSignal | undefined }): Promise<T> {
+  const { policy, retryable, signal } = options;
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      if (!(error instanceof VidgenError) || !retryable || n >= policy.retries || !isRetryable(error)) throw error;
+      if (error.retryAfter !== undefined && error.retryAfter * 1000 > policy.maxDelayMs) throw error;
+      await sleep(backoffMs(policy, n, error.retryAfter), signal);
+    }
+  }
+}

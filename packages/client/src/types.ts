@@ -1,0 +1,38 @@
+/** Names for the spec's schemas that the client's methods take and return. */
+import type { components } from './openapi.js';
+
+type Schemas = components['schemas'];
+
+export type Task = Schemas['Task'];
+export type TaskStatus = Schemas['TaskStatus'];
+export type TaskSucceeded = Schemas['TaskSucceeded'];
+export type TaskFailed = Schemas['TaskFailed'];
+export type TaskCancelled = Schemas['TaskCancelled'];
+export type TaskError = Schemas['TaskError'];
+export type TaskList = Schemas['TaskList'];
+export type Model = Schemas['Model'];
+export type ModelId = Schemas['ModelId'];
+export type ModelList = Schemas['ModelList'];
+export type SubmitGenerationResponse = Schemas['SubmitGenerationResponse'];
+export type CancelGenerationResponse = Schemas['CancelGenerationResponse'];
+export type ErrorCode = Schemas['ErrorCode'];
+export type ErrorDetail = Schemas['ErrorDetail'];
+export type ErrorResponse = Schemas['ErrorResponse'];
+export type VideoGenerationEvent = Schemas['VideoGenerationEvent'];
+
+/** `K` must name keys of `T`, so a renamed field in the spec fails the typecheck here. */
+type WithOptional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+
+/**
+ * The submission body. openapi-typescript marks fields that have a `default` as present
+ * (right for answers); in a request they may be omitted and the service applies the default
+ * (`duration` 5, `resolution` `720p`, `aspectRatio` `16:9`).
+ */
+export type SubmitGenerationRequest = WithOptional<Schemas['SubmitGenerationRequest'], 'aspectRatio' | 'duration' | 'resolution'>;
+
+const TERMINAL = Object.freeze(['succeeded', 'failed', 'cancelled'] as const satisfies readonly TaskStatus[]);
+
+/** `succeeded`, `failed` and `cancelled` never change again. */
+export function isTerminal(status: TaskStatus): status is (typeof TERMINAL)[number] {
+  return (TERMINAL as readonly TaskStatus[]).includes(status);
+}
