@@ -29,8 +29,10 @@ export interface Config {
   publicBaseUrl: string | undefined;
   /** VIDGEN_FILE_URL_SECRET: signs output URLs (default: made once, kept in the data dir). */
   fileUrlSecret: string | undefined;
-  /** VIDGEN_OUTPUT_TTL_HOURS: how long output files are served (default 168 = 7 days). */
+  /** VIDGEN_OUTPUT_TTL_HOURS: how long output files are served (default 168 = 7 days, also the most for s3). */
   outputTtlMs: number;
+  /** VIDGEN_STORAGE: where output files are kept, `local` (the data dir, served at /files) or `s3` (default local). */
+  storage: StorageConfig;
   /** VIDGEN_TASK_DEADLINE_MINUTES: a task not terminal by then fails with timeout (default 30). */
   taskDeadlineMs: number;
   /** VIDGEN_JOB_MAX_ATTEMPTS: claims of a task's job before it is given up (default 3). */
@@ -49,6 +51,23 @@ export interface Config {
   media: { allowLoopback: boolean; caFile: string | undefined };
   /** Webhook delivery: VIDGEN_WEBHOOK_RETRY_SCHEDULE, _TIMEOUT_MS, _CONCURRENCY, _ALLOW_LOOPBACK (tests only), _CA_FILE. */
   webhooks: { retryScheduleMs: number[]; timeoutMs: number; concurrency: number; allowLoopback: boolean; caFile: string | undefined };
+}
+
+export type StorageConfig = { kind: 'local' } | S3StorageConfig;
+
+/** An S3-compatible bucket; credentials come from the AWS SDK's standard chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, …). */
+export interface S3StorageConfig {
+  kind: 's3';
+  /** VIDGEN_S3_BUCKET: the bucket (required with VIDGEN_STORAGE=s3). */
+  bucket: string;
+  /** VIDGEN_S3_PREFIX: a folder inside the bucket for the `<taskId>.mp4` objects (default none). */
+  prefix: string | undefined;
+  /** VIDGEN_S3_ENDPOINT: the URL of an S3-compatible server (default AWS's endpoint for the region). */
+  endpoint: string | undefined;
+  /** VIDGEN_S3_REGION: the bucket's region (default us-east-1). */
+  region: string;
+  /** VIDGEN_S3_FORCE_PATH_STYLE: `<endpoint>/<bucket>/<key>` URLs instead of `<bucket>.<endpoint>/<key>`, as many S3-compatible servers need (default false). */
+  forcePathStyle: boolean;
 }
 
 export type ProviderName = 'local' | 'byteplus';
@@ -114,6 +133,31 @@ function retrySchedule(env: NodeJS.ProcessEnv): number[] {
   }
 }
 
+function storage(env: NodeJS.ProcessEnv, outputTtlMs: number): StorageConfig {
+  const kind = env.VIDGEN_STORAGE || 'local';
+  if (kind === 'local') return { kind };
+  if (kind !== 's3') throw new ConfigError(`VIDGEN_STORAGE must be local or s3, got ${JSON.stringify(env.VIDGEN_STORAGE)}`);
+  const bucket = env.VIDGEN_S3_BUCKET;
+  if (!bucket) throw new ConfigError('VIDGEN_STORAGE=s3 needs VIDGEN_S3_BUCKET, the bucket to keep output files in');
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+    throw new ConfigError(`VIDGEN_S3_BUCKET must be a bucket name (3 to 63 lowercase letters, digits, dots and hyphens), got ${JSON.stringify(bucket)}`);
+  }
+  const endpoint = env.VIDGEN_S3_ENDPOINT || undefined;
+  if (endpoint && !(URL.canParse(endpoint) && /^https?:$/.test(new URL(endpoint).protocol))) throw new ConfigError(`VIDGEN_S3_ENDPOINT must be an http: or https: URL, got ${JSON.stringify(endpoint)}`);
+  const region = env.VIDGEN_S3_REGION || 'us-east-1';
+  if (!/^[a-z0-9-]+$/.test(region)) throw new ConfigError(`VIDGEN_S3_REGION must be a region name such as eu-west-1, got ${JSON.stringify(region)}`);
+  // Clients download from the bucket at presigned URLs, which last at most 7 days (Signature V4).
+  if (outputTtlMs > 168 * 3600_000) throw new ConfigError('VIDGEN_OUTPUT_TTL_HOURS can be at most 168 with VIDGEN_STORAGE=s3: presigned URLs last at most 7 days');
+  return {
+    kind,
+    bucket,
+    prefix: env.VIDGEN_S3_PREFIX || undefined,
+    endpoint,
+    region,
+    forcePathStyle: boolean(env, 'VIDGEN_S3_FORCE_PATH_STYLE', false),
+  };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.VIDGEN_DATA_DIR || './data');
   let prices: PriceTable;
@@ -126,6 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError(`VIDGEN_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got ${JSON.stringify(logLevel)}`);
   }
+  const outputTtlMs = integer(env, 'VIDGEN_OUTPUT_TTL_HOURS', 168, 1, 24 * 365) * 3600_000;
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '0.0.0.0',
@@ -138,7 +183,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     devCredits: integer(env, 'VIDGEN_DEV_CREDITS', 100_000, 0, Number.MAX_SAFE_INTEGER),
     publicBaseUrl: env.VIDGEN_PUBLIC_BASE_URL || undefined,
     fileUrlSecret: env.VIDGEN_FILE_URL_SECRET || undefined,
-    outputTtlMs: integer(env, 'VIDGEN_OUTPUT_TTL_HOURS', 168, 1, 24 * 365) * 3600_000,
+    outputTtlMs,
+    storage: storage(env, outputTtlMs),
     taskDeadlineMs: integer(env, 'VIDGEN_TASK_DEADLINE_MINUTES', 30, 1, 24 * 60) * 60_000,
     jobMaxAttempts: integer(env, 'VIDGEN_JOB_MAX_ATTEMPTS', 3, 1, 20),
     worker: boolean(env, 'VIDGEN_WORKER', true),

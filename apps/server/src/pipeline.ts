@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ConfigError, type Config, type ProviderName } from './config.js';
 import type { ModelId } from './domain/catalog.js';
-import { createLocalOutputFiles, loadSigningSecret, type OutputFiles } from './files/storage.js';
+import type { OutputFiles } from './files/storage.js';
 import type { Clock, TaskEvents } from './interfaces.js';
 import { createMediaFetcher } from './media/fetcher.js';
 import { createBytePlusProvider } from './providers/byteplus/byteplus-provider.js';
@@ -18,13 +18,7 @@ import { createDeliveryRunner } from './webhooks/deliveries.js';
 import { createWebhookSender } from './webhooks/sender.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
 
-export function createOutputFiles(config: Config, publicBaseUrl: () => string): OutputFiles {
-  return createLocalOutputFiles({
-    directory: join(config.dataDir, 'outputs'),
-    publicBaseUrl: () => config.publicBaseUrl ?? publicBaseUrl(),
-    secret: loadSigningSecret(config.dataDir, config.fileUrlSecret),
-  });
-}
+export { createOutputFiles } from './files/output-files.js';
 
 function createProviders(config: Config): (model: ModelId) => Provider {
   const built = new Map<ProviderName, Provider>();

@@ -1,7 +1,8 @@
 /**
- * Output files (D13): the service keeps each result itself and serves it at a
- * URL it signs with an expiry. Local disk here; an S3-compatible store for
- * deployments of several machines comes with the multi-machine issue.
+ * Output files (D13): each result is kept and served at a URL that expires.
+ * Local disk here, served by this service at /files with its own signature;
+ * an S3-compatible bucket (s3-storage.ts) for deployments of several machines.
+ * output-files.ts picks one from configuration.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -11,16 +12,16 @@ import { join } from 'node:path';
 export interface OutputFiles {
   /** Moves a finished file into storage; returns its key. */
   put(taskId: string, sourcePath: string): Promise<string>;
-  /** A URL that serves the file until `expiresAt`. */
-  urlFor(key: string, expiresAt: Date): string;
-  /** Whether `expires`/`sig` from a URL are genuine and not past. */
+  /** A URL that serves the file until `expiresAt` (async: a bucket's presigner may look up credentials). */
+  urlFor(key: string, expiresAt: Date): Promise<string>;
+  /** Whether `expires`/`sig` from a /files URL are genuine and not past. */
   verify(key: string, expires: string | undefined, sig: string | undefined, now: Date): boolean;
-  /** The file on disk, or undefined when it is gone. */
+  /** The file on local disk for the /files route, or undefined when it is gone or not kept here. */
   locate(key: string): Promise<{ path: string; size: number } | undefined>;
   remove(key: string): Promise<void>;
 }
 
-const KEY = /^gen_[0-9A-Za-z]{16,64}\.mp4$/;
+export const KEY = /^gen_[0-9A-Za-z]{16,64}\.mp4$/;
 
 /** The signing secret: configured, or made once and kept in the data dir so URLs survive restarts. */
 export function loadSigningSecret(dataDir: string, configured: string | undefined): Buffer {
@@ -53,7 +54,7 @@ export function createLocalOutputFiles(options: { directory: string; publicBaseU
       }
       return key;
     },
-    urlFor(key, expiresAt) {
+    async urlFor(key, expiresAt) {
       const expires = String(Math.floor(expiresAt.getTime() / 1000));
       return `${base()}/files/${key}?expires=${expires}&sig=${sign(key, expires)}`;
     },

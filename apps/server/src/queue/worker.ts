@@ -230,7 +230,7 @@ export function createWorker(options: WorkerOptions): Worker {
       } else if (result?.ok) {
         const outputKey = await options.files.put(task.id, join(dir, 'output.mp4'));
         const outputExpiresAt = new Date(now.getTime() + options.outputTtlMs);
-        const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt });
+        const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: await options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt });
         if (completed.kind === 'succeeded') events.publish(task.id, completed.task.status);
         else {
           // Cancelled while rendering: the result is discarded (D7).
