@@ -13,8 +13,10 @@ export interface Config {
   host: string;
   /** VIDGEN_DATA_DIR: where the SQLite file (and, later, output files) live (default ./data). */
   dataDir: string;
-  /** VIDGEN_DATABASE_URL: `sqlite:<path>` (default sqlite:<data dir>/vidgen.db). */
-  database: { kind: 'sqlite'; path: string };
+  /** VIDGEN_DATABASE_URL: `sqlite:<path>` (default sqlite:<data dir>/vidgen.db) or `postgres://…`; VIDGEN_DATABASE_POOL_SIZE: PostgreSQL connections per process (default 10). */
+  database: { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number };
+  /** VIDGEN_ROLE or `--role`: `all` (API and worker, the default), `api` or `worker`; the split roles need PostgreSQL. */
+  role: Role;
   /** VIDGEN_PRICES: JSON overriding credits per second, e.g. {"vidgen-2.0":{"1080p":20}}. */
   prices: PriceTable;
   /** VIDGEN_IDEMPOTENCY_TTL_HOURS: how long Idempotency-Key answers are replayed (default 24). */
@@ -37,7 +39,7 @@ export interface Config {
   taskDeadlineMs: number;
   /** VIDGEN_JOB_MAX_ATTEMPTS: claims of a task's job before it is given up (default 3). */
   jobMaxAttempts: number;
-  /** VIDGEN_WORKER: whether this process runs a worker (default true). */
+  /** VIDGEN_WORKER: whether a process of the role all runs a worker (default true). */
   worker: boolean;
   /** VIDGEN_LOCAL_CONCURRENCY / VIDGEN_BYTEPLUS_CONCURRENCY: tasks each provider generates at once in this process (defaults 1 and 16). */
   concurrency: Record<ProviderName, number>;
@@ -71,6 +73,8 @@ export interface S3StorageConfig {
 }
 
 export type ProviderName = 'local' | 'byteplus';
+export type Role = 'all' | 'api' | 'worker';
+export const ROLES: readonly Role[] = ['all', 'api', 'worker'];
 const PROVIDER_NAMES: ProviderName[] = ['local', 'byteplus'];
 
 export class ConfigError extends Error {}
@@ -91,15 +95,32 @@ function boolean(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boole
   throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(env[name])}`);
 }
 
-function database(url: string | undefined, dataDir: string): Config['database'] {
+function database(env: NodeJS.ProcessEnv, dataDir: string): Config['database'] {
+  const url = env.VIDGEN_DATABASE_URL;
   if (!url) return { kind: 'sqlite', path: resolve(dataDir, 'vidgen.db') };
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\//, '');
     if (!path) throw new ConfigError('VIDGEN_DATABASE_URL sqlite: needs a file path, e.g. sqlite:./data/vidgen.db');
     return { kind: 'sqlite', path: path === ':memory:' ? path : resolve(path) };
   }
-  if (/^postgres(ql)?:/.test(url)) throw new ConfigError('VIDGEN_DATABASE_URL: PostgreSQL is not supported by this version yet; use sqlite:<path>');
-  throw new ConfigError(`VIDGEN_DATABASE_URL must start with sqlite:, got ${JSON.stringify(url)}`);
+  if (/^postgres(ql)?:\/\//.test(url)) {
+    try {
+      new URL(url);
+    } catch {
+      throw new ConfigError('VIDGEN_DATABASE_URL is not a valid postgres:// URL');
+    }
+    return { kind: 'postgres', url, poolSize: integer(env, 'VIDGEN_DATABASE_POOL_SIZE', 10, 1, 500) };
+  }
+  throw new ConfigError(`VIDGEN_DATABASE_URL must start with sqlite: or postgres://, got ${JSON.stringify(url.replace(/\/\/[^@/]*@/, '//…@'))}`);
+}
+
+function role(env: NodeJS.ProcessEnv, databaseKind: Config['database']['kind']): Role {
+  const value = (env.VIDGEN_ROLE || 'all') as Role;
+  if (!ROLES.includes(value)) throw new ConfigError(`VIDGEN_ROLE (or --role) must be one of ${ROLES.join(', ')}; got ${JSON.stringify(env.VIDGEN_ROLE)}`);
+  if (value !== 'all' && databaseKind !== 'postgres') {
+    throw new ConfigError(`the ${value} role runs beside other processes and needs PostgreSQL (VIDGEN_DATABASE_URL=postgres://…); with SQLite run the role all`);
+  }
+  return value;
 }
 
 function modelMap<T extends string>(env: NodeJS.ProcessEnv, name: string, fallback: T, allowed?: readonly T[]): Record<ModelId, T> {
@@ -171,11 +192,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`VIDGEN_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got ${JSON.stringify(logLevel)}`);
   }
   const outputTtlMs = integer(env, 'VIDGEN_OUTPUT_TTL_HOURS', 168, 1, 24 * 365) * 3600_000;
+  const db = database(env, dataDir);
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '0.0.0.0',
     dataDir,
-    database: database(env.VIDGEN_DATABASE_URL, dataDir),
+    database: db,
+    role: role(env, db.kind),
     prices,
     idempotencyTtlMs: integer(env, 'VIDGEN_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3600_000,
     logLevel,

@@ -1,17 +1,16 @@
 /** The service's entry point: configuration, store, app, HTTP server, shutdown. */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
 import pino from 'pino';
 import { bootstrapDevelopmentAccount } from './accounts.js';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
-import { createInProcessTaskEvents } from './events/in-process.js';
 import { createMetrics } from './http/metrics.js';
 import { systemClock } from './interfaces.js';
 import { createOutputFiles, createPipelineWorker } from './pipeline.js';
-import { SqliteStore } from './store/sqlite/sqlite-store.js';
-import { openStore } from './store/open.js';
+import { openBackend } from './store/open.js';
 
 function docsLoader(): () => string | undefined {
   let cached: string | undefined;
@@ -26,13 +25,22 @@ function docsLoader(): () => string | undefined {
   };
 }
 
-async function main() {
-  const config = loadConfig();
-  const logger = pino({ level: config.logLevel, base: { service: 'vidgen' } });
-  const store = openStore(config);
-  const clock = systemClock;
+/** `--role api|worker|all` on the command line wins over VIDGEN_ROLE. */
+function roleFromArgs(argv: string[], env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { values } = parseArgs({ args: argv, options: { role: { type: 'string' } }, strict: false, allowPositionals: true });
+  return typeof values.role === 'string' ? { ...env, VIDGEN_ROLE: values.role } : env;
+}
 
-  if (config.devBootstrap) {
+export async function runService(argv: string[]): Promise<void> {
+  const config = loadConfig(roleFromArgs(argv, process.env));
+  const logger = pino({ level: config.logLevel, base: { service: 'vidgen', role: config.role } });
+  const clock = systemClock;
+  const runsApi = config.role !== 'worker';
+  const runsWorker = config.role === 'worker' || (config.role === 'all' && config.worker);
+  const backend = await openBackend(config, { logger, listen: true, supervise: runsWorker });
+  const { store, queue, events } = backend;
+
+  if (config.devBootstrap && runsApi) {
     const created = await bootstrapDevelopmentAccount(store, config.devCredits, clock.now());
     if (created) {
       // Printed once, to the console only: the key is not logged or stored in plain text.
@@ -45,48 +53,55 @@ async function main() {
 
   let draining = false;
   let listeningUrl = `http://127.0.0.1:${config.port}`;
-  const events = createInProcessTaskEvents();
   const files = createOutputFiles(config, () => listeningUrl);
-  // The embedded queue lives in the SQLite store; other stores bring their own (multi-machine issue).
-  const worker =
-    config.worker && store instanceof SqliteStore
-      ? createPipelineWorker({ config, store, events, clock, logger, files })
-      : undefined;
-  const app = createApp({
-    store,
-    clock,
-    logger,
-    events,
-    config,
-    metrics: createMetrics(store),
-    docsHtml: docsLoader(),
-    isDraining: () => draining,
-    wakeWorkers: () => worker?.wake(),
-    files,
-  });
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
-    listeningUrl = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${info.port}`;
-    logger.info({ port: info.port, host: config.host, database: config.database.kind }, 'listening');
-    process.stdout.write(`vidgen: listening on ${listeningUrl}\n`);
-    worker?.start();
-  });
+  const worker = runsWorker ? createPipelineWorker({ config, store, queue, pollMs: backend.workerPollMs, events, clock, logger, files }) : undefined;
+  // Jobs enqueued by other processes (PostgreSQL NOTIFY at their commit) wake this worker at once.
+  if (worker) backend.onJobEnqueued(() => worker.wake());
+
+  let server: ReturnType<typeof serve> | undefined;
+  if (runsApi) {
+    const app = createApp({
+      store,
+      clock,
+      logger,
+      events,
+      config,
+      metrics: createMetrics(store),
+      docsHtml: docsLoader(),
+      isDraining: () => draining,
+      wakeWorkers: () => worker?.wake(),
+      files,
+    });
+    server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
+      listeningUrl = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${info.port}`;
+      logger.info({ port: info.port, host: config.host, database: config.database.kind }, 'listening');
+      process.stdout.write(`vidgen: listening on ${listeningUrl}\n`);
+      worker?.start();
+    });
+  } else {
+    worker!.start();
+    logger.info({ database: config.database.kind }, 'worker started');
+    process.stdout.write('vidgen: worker started\n');
+  }
 
   const shutdown = (signal: string) => {
     if (draining) return;
     draining = true;
     logger.info({ signal }, 'shutting down');
-    server.close(async () => {
+    const finish = async () => {
       await worker?.stop();
-      await store.close();
+      await backend.close();
       process.exit(0);
-    });
+    };
+    if (server) server.close(() => void finish());
+    else void finish();
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
 try {
-  await main();
+  await runService(process.argv.slice(2));
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;
   console.error(`vidgen: configuration error: ${error.message}`);

@@ -16,7 +16,8 @@ import type { Provider } from './providers/provider.js';
 import { createWorker, type Worker } from './queue/worker.js';
 import { createDeliveryRunner } from './webhooks/deliveries.js';
 import { createWebhookSender } from './webhooks/sender.js';
-import type { SqliteStore } from './store/sqlite/sqlite-store.js';
+import type { JobQueue } from './queue/queue.js';
+import type { Store } from './store/store.js';
 
 export { createOutputFiles } from './files/output-files.js';
 
@@ -42,7 +43,10 @@ function createProviders(config: Config): (model: ModelId) => Provider {
 
 export function createPipelineWorker(deps: {
   config: Config;
-  store: SqliteStore;
+  store: Store;
+  queue: JobQueue;
+  /** How often to look for work nothing woke the worker for. */
+  pollMs: number;
   events: TaskEvents;
   clock: Clock;
   logger: Logger;
@@ -51,7 +55,7 @@ export function createPipelineWorker(deps: {
   const { config } = deps;
   return createWorker({
     store: deps.store,
-    queue: deps.store,
+    queue: deps.queue,
     events: deps.events,
     clock: deps.clock,
     logger: deps.logger,
@@ -76,7 +80,7 @@ export function createPipelineWorker(deps: {
       }),
     }),
     leaseMs: config.jobLeaseMs,
-    pollMs: Math.min(5_000, config.jobLeaseMs),
+    pollMs: deps.pollMs,
     outputTtlMs: config.outputTtlMs,
     retryDelayMs: (attempt) => Math.min(60_000, 1_000 * 2 ** attempt),
   });

@@ -12,6 +12,13 @@ describe('configuration', () => {
     expect(config.idempotencyTtlMs).toBe(24 * 3600_000);
   });
 
+  it('reads a PostgreSQL URL, its pool size and the role', () => {
+    const config = loadConfig({ VIDGEN_DATABASE_URL: 'postgres://vidgen@db.internal:5432/vidgen', VIDGEN_DATABASE_POOL_SIZE: '25', VIDGEN_ROLE: 'worker' });
+    expect(config.database).toEqual({ kind: 'postgres', url: 'postgres://vidgen@db.internal:5432/vidgen', poolSize: 25 });
+    expect(config.role).toBe('worker');
+    expect(loadConfig({}).role).toBe('all');
+  });
+
   it('turns the development bootstrap off in production', () => {
     expect(loadConfig({ NODE_ENV: 'production' }).devBootstrap).toBe(false);
   });
@@ -19,8 +26,11 @@ describe('configuration', () => {
   it.each([
     [{ PORT: 'eighty' }, /PORT must be a whole number/],
     [{ PORT: '70000' }, /PORT/],
-    [{ VIDGEN_DATABASE_URL: 'mysql://x' }, /must start with sqlite:/],
-    [{ VIDGEN_DATABASE_URL: 'postgres://localhost/x' }, /not supported by this version yet/],
+    [{ VIDGEN_DATABASE_URL: 'mysql://x' }, /must start with sqlite: or postgres:\/\//],
+    [{ VIDGEN_DATABASE_URL: 'mysql://user:secret@host/x' }, /mysql:\/\/…@host/],
+    [{ VIDGEN_DATABASE_URL: 'postgres://localhost/x', VIDGEN_DATABASE_POOL_SIZE: '0' }, /VIDGEN_DATABASE_POOL_SIZE must be a whole number from 1 to 500/],
+    [{ VIDGEN_ROLE: 'api' }, /needs PostgreSQL/],
+    [{ VIDGEN_ROLE: 'scheduler', VIDGEN_DATABASE_URL: 'postgres://localhost/x' }, /VIDGEN_ROLE \(or --role\) must be one of all, api, worker/],
     [{ VIDGEN_PRICES: '{"vidgen-9":{}}' }, /VIDGEN_PRICES: unknown model/],
     [{ VIDGEN_LOG_LEVEL: 'loud' }, /VIDGEN_LOG_LEVEL/],
     [{ VIDGEN_DEV_BOOTSTRAP: 'maybe' }, /VIDGEN_DEV_BOOTSTRAP must be true or false/],

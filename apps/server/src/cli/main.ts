@@ -10,11 +10,14 @@ import { ConfigError, loadConfig } from '../config.js';
 import { isScope, SCOPES, type KeyMode, type Scope } from '../domain/keys.js';
 import { toTaskResource } from '../domain/task-view.js';
 import { systemClock } from '../interfaces.js';
-import { openStore } from '../store/open.js';
+import { openBackend, type Backend } from '../store/open.js';
+import pino from 'pino';
 import type { Store } from '../store/store.js';
 
 const USAGE = `usage: vidgen <command> [options] [--json]
 
+  serve [--role all|api|worker]                   run the service (all: API and worker; api or worker need PostgreSQL)
+  migrate                                         apply the store's migrations and exit
   accounts create --name NAME [--credits N]       create an account (opening grant N credits)
   accounts list                                   list accounts and balances
   keys create --account ID [--scopes S,S] [--mode live|test] [--expires-in-days N] [--name NAME]
@@ -48,6 +51,7 @@ const options = {
   amount: { type: 'string' },
   note: { type: 'string' },
   'overlap-hours': { type: 'string' },
+  role: { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>['values'];
@@ -201,10 +205,15 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return parsed.values.help ? 0 : 2;
   }
-  let store: Store | undefined;
+  if (parsed.positionals[0] === 'serve') {
+    // The server reads --role from the command line itself, and runs until a signal.
+    await import('../main.js');
+    return 0;
+  }
+  let backend: Backend | undefined;
   try {
-    store = openStore(loadConfig());
-    const result = await run(store, parsed.positionals, parsed.values);
+    backend = await openBackend(loadConfig(), { logger: pino({ level: 'silent' }), listen: false, supervise: false });
+    const result = parsed.positionals[0] === 'migrate' ? { json: { migrated: true }, text: 'migrations applied' } : await run(backend.store, parsed.positionals, parsed.values);
     process.stdout.write(`${parsed.values.json ? JSON.stringify(result.json, null, 2) : result.text}\n`);
     return 0;
   } catch (error) {
@@ -218,8 +227,9 @@ async function main(argv: string[]): Promise<number> {
     }
     throw error;
   } finally {
-    await store?.close();
+    await backend?.close();
   }
 }
 
-process.exitCode = await main(process.argv.slice(2));
+const code = await main(process.argv.slice(2));
+if (process.argv[2] !== 'serve') process.exitCode = code;

@@ -7,7 +7,8 @@
  * transitions, not the queue, guarantee each task is charged and refunded once.
  */
 export interface Job {
-  id: number;
+  /** Opaque to workers: each queue names its jobs its own way. */
+  id: string;
   taskId: string;
   /** `generate` the task's video, or `deliver` its webhook. */
   kind: 'generate' | 'deliver';
@@ -22,12 +23,12 @@ export interface JobQueue {
   /** The next available job of one of `providers` (or one whose lease ran out), leased to `workerId`. */
   claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined>;
   /** Keeps a running job's lease; false when the job is no longer this worker's. */
-  extendLease(input: { jobId: number; workerId: string; leaseUntil: Date }): Promise<boolean>;
-  complete(jobId: number, now: Date): Promise<void>;
+  extendLease(input: { jobId: string; workerId: string; leaseUntil: Date }): Promise<boolean>;
+  complete(jobId: string, now: Date): Promise<void>;
   /** Makes the job available again at `runAt` (backoff after an unexpected error). */
-  retry(input: { jobId: number; runAt: Date; error: string; now: Date }): Promise<void>;
+  retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void>;
   /** Gives up on the job for good. */
-  bury(input: { jobId: number; error: string; now: Date }): Promise<void>;
+  bury(input: { jobId: string; error: string; now: Date }): Promise<void>;
   /** Counts by state, for metrics and tests. */
   countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>>;
 }

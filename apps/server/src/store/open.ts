@@ -1,11 +1,92 @@
-/** Opens the store the configuration names. */
+/**
+ * Opens what the configuration names: the store, its job queue and the task
+ * events that wake long polls and reach rendering workers.
+ * - SQLite: one process; the queue lives in the store, events stay in memory.
+ * - PostgreSQL: any number of processes; the queue is pg-boss, events travel by LISTEN/NOTIFY.
+ */
+import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import { createInProcessTaskEvents } from '../events/in-process.js';
+import { createPostgresTaskEvents } from '../events/postgres.js';
+import type { TaskEvents } from '../interfaces.js';
+import { JOBS_CHANNEL, PgBossQueue } from '../queue/pg-boss-queue.js';
+import type { JobQueue } from '../queue/queue.js';
+import { PgStore } from './postgres/pg-store.js';
 import { SqliteStore } from './sqlite/sqlite-store.js';
 import type { Store } from './store.js';
 
-export function openStore(config: Pick<Config, 'database'>): Store {
+/** Every lane a job can be sent to: the providers, and webhook deliveries. */
+export const JOB_LANES = ['local', 'byteplus', 'webhooks'] as const;
+
+export interface Backend {
+  store: Store;
+  queue: JobQueue;
+  events: TaskEvents;
+  /** How often an idle worker looks for work nothing woke it for (leases run out, retries fall due). */
+  workerPollMs: number;
+  /** Called when another process enqueued a job (PostgreSQL); set by whoever runs a worker. */
+  onJobEnqueued: (listener: () => void) => void;
+  close(): Promise<void>;
+}
+
+export async function openBackend(
+  config: Pick<Config, 'database' | 'jobLeaseMs'>,
+  options: { logger: Logger; /** LISTEN for events (servers and workers; not the CLI). */ listen: boolean; /** Run the queue's maintenance here. */ supervise: boolean },
+): Promise<Backend> {
   switch (config.database.kind) {
-    case 'sqlite':
-      return new SqliteStore(config.database.path);
+    case 'sqlite': {
+      const store = new SqliteStore(config.database.path);
+      return {
+        store,
+        queue: store,
+        events: createInProcessTaskEvents(),
+        workerPollMs: Math.min(5_000, config.jobLeaseMs),
+        onJobEnqueued: () => {},
+        close: () => store.close(),
+      };
+    }
+    case 'postgres': {
+      const { url, poolSize } = config.database;
+      let store: PgStore | undefined;
+      const queue = new PgBossQueue({
+        connectionString: url,
+        lanes: [...JOB_LANES],
+        leaseMs: config.jobLeaseMs,
+        supervise: options.supervise,
+        transaction: (work) => store!.transaction(work),
+        onError: (error) => options.logger.error({ err: error }, 'job queue error'),
+      });
+      store = new PgStore(url, queue, { webhookJobAttempts: 20, poolSize });
+      try {
+        await store.migrate();
+        await queue.start();
+      } catch (error) {
+        await queue.stop();
+        await store.close();
+        throw error;
+      }
+      const jobListeners: (() => void)[] = [];
+      const events = options.listen
+        ? createPostgresTaskEvents({
+            connectionString: url,
+            logger: options.logger,
+            channels: { [JOBS_CHANNEL]: () => jobListeners.forEach((listener) => listener()) },
+          })
+        : undefined;
+      await events?.ready;
+      return {
+        store,
+        queue,
+        events: events ?? createInProcessTaskEvents(),
+        // pg-boss does not announce jobs coming back (lease expiry) or falling due (retries): look every second.
+        workerPollMs: 1_000,
+        onJobEnqueued: (listener) => jobListeners.push(listener),
+        async close() {
+          await events?.close();
+          await queue.stop();
+          await store.close();
+        },
+      };
+    }
   }
 }

@@ -9,7 +9,6 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ACTIVE_STATES, CANCELLABLE_STATES, TASK_STATES, statesLeadingTo, type TaskState } from '../../domain/states.js';
-import type { Scope } from '../../domain/keys.js';
 import type { Job, JobQueue } from '../../queue/queue.js';
 import { newUlid } from '../../domain/ids.js';
 import { webhookEventBody } from '../../webhooks/event.js';
@@ -29,82 +28,16 @@ import type {
   TaskPageQuery,
   TaskRecord,
 } from '../store.js';
+import { rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
-type Row = Record<string, any>;
 
 const ms = (date: Date | null | undefined) => (date ? date.getTime() : null);
-const date = (value: number | null) => (value === null ? null : new Date(value));
 
-const toAccount = (row: Row): AccountRecord => ({ id: row.id, name: row.name, balance: row.balance, createdAt: new Date(row.created_at) });
+const toJob = (row: Row): Job => ({ id: String(row.id), taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
 
-const toApiKey = (row: Row): ApiKeyRecord => ({
-  id: row.id,
-  accountId: row.account_id,
-  hint: row.hint,
-  mode: row.mode,
-  scopes: row.scopes.split(' ').filter(Boolean) as Scope[],
-  name: row.name,
-  createdAt: new Date(row.created_at),
-  expiresAt: date(row.expires_at),
-  revokedAt: date(row.revoked_at),
-});
-
-const toTask = (row: Row): TaskRecord => ({
-  id: row.id,
-  accountId: row.account_id,
-  status: row.status,
-  model: row.model,
-  prompt: row.prompt,
-  duration: row.duration,
-  aspectRatio: row.aspect_ratio,
-  resolution: row.resolution,
-  mode: row.mode,
-  mediaUrls: JSON.parse(row.media_urls),
-  metadata: row.metadata === null ? null : JSON.parse(row.metadata),
-  webhookUrl: row.webhook_url,
-  creditsCharged: row.credits_charged,
-  creditsRefunded: row.credits_refunded,
-  outputUrl: row.output_url,
-  outputExpiresAt: date(row.output_expires_at),
-  outputKey: row.output_key,
-  errorCode: row.error_code,
-  errorMessage: row.error_message,
-  createdAt: new Date(row.created_at),
-  updatedAt: new Date(row.updated_at),
-  completedAt: date(row.completed_at),
-  deadlineAt: date(row.deadline_at),
-  webhook: row.webhook_status
-    ? { status: row.webhook_status, attempts: row.webhook_attempts, lastAttemptAt: date(row.webhook_last_attempt_at) }
-    : null,
-});
-
-const toDelivery = (row: Row): DeliveryRecord => ({
-  id: row.id,
-  taskId: row.task_id,
-  accountId: row.account_id,
-  url: row.url,
-  eventType: row.event_type,
-  body: row.body,
-  status: row.status,
-  attempts: row.attempts,
-  lastAttemptAt: date(row.last_attempt_at),
-  nextAttemptAt: date(row.next_attempt_at),
-  createdAt: new Date(row.created_at),
-});
-
-const toJob = (row: Row): Job => ({ id: row.id, taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
-
-const toLedgerEntry = (row: Row): LedgerEntry => ({
-  id: row.id,
-  accountId: row.account_id,
-  kind: row.kind,
-  amount: row.amount,
-  taskId: row.task_id,
-  note: row.note,
-  createdAt: new Date(row.created_at),
-});
+const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry } = rowMappers({ date: (value) => (value === null || value === undefined ? null : new Date(value as number)), json: (value) => JSON.parse(value as string) });
 
 export class SqliteStore implements Store, JobQueue {
   readonly db: Database.Database;
@@ -487,20 +420,20 @@ export class SqliteStore implements Store, JobQueue {
     return row && toJob(row);
   }
 
-  async extendLease(input: { jobId: number; workerId: string; leaseUntil: Date }): Promise<boolean> {
-    return this.sql.extendLease.run({ id: input.jobId, worker: input.workerId, lease_until: ms(input.leaseUntil) }).changes === 1;
+  async extendLease(input: { jobId: string; workerId: string; leaseUntil: Date }): Promise<boolean> {
+    return this.sql.extendLease.run({ id: Number(input.jobId), worker: input.workerId, lease_until: ms(input.leaseUntil) }).changes === 1;
   }
 
-  async complete(jobId: number, now: Date): Promise<void> {
-    this.sql.finishJob.run({ id: jobId, state: 'done', error: null, now: ms(now) });
+  async complete(jobId: string, now: Date): Promise<void> {
+    this.sql.finishJob.run({ id: Number(jobId), state: 'done', error: null, now: ms(now) });
   }
 
-  async retry(input: { jobId: number; runAt: Date; error: string; now: Date }): Promise<void> {
-    this.sql.retryJob.run({ id: input.jobId, run_at: ms(input.runAt), error: input.error, now: ms(input.now) });
+  async retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
+    this.sql.retryJob.run({ id: Number(input.jobId), run_at: ms(input.runAt), error: input.error, now: ms(input.now) });
   }
 
-  async bury(input: { jobId: number; error: string; now: Date }): Promise<void> {
-    this.sql.finishJob.run({ id: input.jobId, state: 'dead', error: input.error, now: ms(input.now) });
+  async bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
+    this.sql.finishJob.run({ id: Number(input.jobId), state: 'dead', error: input.error, now: ms(input.now) });
   }
 
   async countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>> {

@@ -1,0 +1,89 @@
+/**
+ * TaskEvents across processes: every status change is announced by the
+ * database itself (a trigger calls pg_notify at commit, migration 0001), and
+ * each process LISTENs on one dedicated connection and hands the news to its
+ * own listeners. A long poll on an API process is so woken by a worker
+ * process's move, and a cancel on an API process reaches the worker rendering
+ * the task. Local publishes are delivered at once as well; listeners see a
+ * status at least once and must not mind seeing it twice.
+ */
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { TaskEvents } from '../interfaces.js';
+import { createInProcessTaskEvents } from './in-process.js';
+
+export const TASK_STATUS_CHANNEL = 'vidgen_task_status';
+
+export interface ListeningTaskEvents extends TaskEvents {
+  /** Resolves once the LISTEN is in place. */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createPostgresTaskEvents(options: {
+  connectionString: string;
+  logger: Logger;
+  /** Extra channels to listen on, with their handlers (e.g. job wake-ups). */
+  channels?: Record<string, (payload: string) => void>;
+  /** Delay before reconnecting after the connection drops. */
+  reconnectMs?: number;
+}): ListeningTaskEvents {
+  const local = createInProcessTaskEvents();
+  const handlers: Record<string, (payload: string) => void> = {
+    ...options.channels,
+    [TASK_STATUS_CHANNEL]: (payload) => {
+      const space = payload.indexOf(' ');
+      if (space > 0) local.publish(payload.slice(0, space), payload.slice(space + 1));
+    },
+  };
+  let client: pg.Client | undefined;
+  let closed = false;
+  let markReady: () => void = () => {};
+  const ready = new Promise<void>((resolve) => (markReady = resolve));
+
+  async function connect(): Promise<void> {
+    const next = new pg.Client({ connectionString: options.connectionString });
+    next.on('notification', (message) => handlers[message.channel]?.(message.payload ?? ''));
+    next.on('error', (error) => {
+      options.logger.warn({ err: error }, 'task events: connection lost, reconnecting');
+      reconnect(next);
+    });
+    next.on('end', () => reconnect(next));
+    try {
+      await next.connect();
+      for (const channel of Object.keys(handlers)) await next.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      client = next;
+      markReady();
+    } catch (error) {
+      options.logger.warn({ err: error }, 'task events: cannot listen yet');
+      reconnect(next);
+    }
+  }
+
+  function reconnect(dead: pg.Client): void {
+    if (closed || (client && client !== dead)) return;
+    client = undefined;
+    // Once retired, the old client's late events are ignored (an error must still have a handler).
+    dead.removeAllListeners();
+    dead.on('error', () => {});
+    void dead.end().catch(() => {});
+    // Changes made while disconnected are not replayed: long polls answer at their
+    // timeout with the stored state, which is always read from the database.
+    setTimeout(() => void connect(), options.reconnectMs ?? 1_000).unref();
+  }
+
+  void connect();
+
+  return {
+    ready,
+    publish: local.publish,
+    subscribe: local.subscribe,
+    async close() {
+      closed = true;
+      const current = client;
+      client = undefined;
+      current?.removeAllListeners();
+      await current?.end().catch(() => {});
+    },
+  };
+}

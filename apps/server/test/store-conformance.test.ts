@@ -1,0 +1,417 @@
+/**
+ * The store and job-queue conformance suite: the same expectations of the
+ * Store and JobQueue ports on embedded SQLite and on PostgreSQL (with
+ * pg-boss). Charges, refunds, idempotency, paging, the webhook outbox and the
+ * queue's claims, retries, burials and leases, also under concurrency.
+ * PostgreSQL runs when reachable (always under CI=true).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { newRequestId } from '../src/domain/ids.js';
+import { openBackend, type Backend } from '../src/store/open.js';
+import type { PgStore } from '../src/store/postgres/pg-store.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import type { NewTask, StoredResponse } from '../src/store/store.js';
+import { silentLogger } from './support.js';
+import { createTestDatabase, hasPostgres } from './support/postgres.js';
+
+const now = new Date('2026-11-22T10:00:00.000Z');
+const later = (ms: number) => new Date(now.getTime() + ms);
+const respond = (task: { id: string; creditsCharged: number }): StoredResponse => ({ status: 202, body: { requestId: task.id, creditsCharged: task.creditsCharged } });
+
+const task = (price: number, at = now, patch: Partial<NewTask> = {}): NewTask => ({
+  id: newRequestId(at),
+  accountId: 'acc_1',
+  model: 'vidgen-2.0',
+  prompt: 'p',
+  duration: 5,
+  aspectRatio: '16:9',
+  resolution: '720p',
+  mode: 'text_to_video',
+  mediaUrls: [],
+  metadata: null,
+  webhookUrl: null,
+  creditsCharged: price,
+  deadlineAt: new Date(at.getTime() + 30 * 60_000),
+  ...patch,
+});
+const job = { maxAttempts: 3, provider: 'local' };
+/** The lease the queue tests use: short, so that a lost one comes back within the test. */
+const LEASE_MS = 1_000;
+
+/** Polls `probe` in real time until it returns something (leases and retries run on the database's clock). */
+async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`nothing within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+interface Kit {
+  backend: Backend;
+  /** Runs raw SQL: the SQLite text with ? placeholders, the PostgreSQL text with $n. */
+  sql(sqlite: string, postgres: string, params?: unknown[]): Promise<void>;
+}
+
+const kinds = [
+  {
+    name: 'SQLite',
+    skip: false,
+    async open(): Promise<{ kit: () => Promise<Kit>; done: () => Promise<void> }> {
+      let current: Backend | undefined;
+      return {
+        async kit() {
+          await current?.close();
+          current = await openBackend({ database: { kind: 'sqlite', path: ':memory:' }, jobLeaseMs: LEASE_MS }, { logger: silentLogger, listen: false, supervise: true });
+          const db = (current.store as SqliteStore).db;
+          return { backend: current, sql: async (text, _pg, params = []) => void db.prepare(text).run(...params) };
+        },
+        done: async () => current?.close(),
+      };
+    },
+  },
+  {
+    name: 'PostgreSQL',
+    skip: !hasPostgres,
+    async open(): Promise<{ kit: () => Promise<Kit>; done: () => Promise<void> }> {
+      const database = await createTestDatabase();
+      const backend = await openBackend(
+        { database: { kind: 'postgres', url: database.url, poolSize: 20 }, jobLeaseMs: LEASE_MS },
+        { logger: silentLogger, listen: true, supervise: true },
+      );
+      const pool = (backend.store as PgStore).pool;
+      return {
+        async kit() {
+          await pool.query(
+            `TRUNCATE accounts, api_keys, tasks, ledger_entries, idempotency_keys, webhook_deliveries, webhook_attempts CASCADE;
+             DELETE FROM pgboss.job WHERE name LIKE 'vidgen-%'; DELETE FROM pgboss.archive WHERE name LIKE 'vidgen-%'`,
+          );
+          return { backend, sql: async (_sqlite, text, params = []) => void (await pool.query(text, params)) };
+        },
+        async done() {
+          await backend.close();
+          await database.drop();
+        },
+      };
+    },
+  },
+];
+
+describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
+  let opened: Awaited<ReturnType<typeof open>>;
+  let kit: Kit;
+  beforeAll(async () => {
+    if (!skip) opened = await open();
+  });
+  afterAll(async () => {
+    await opened?.done();
+  });
+  beforeEach(async (context) => {
+    if (skip) return context.skip();
+    kit = await opened.kit();
+    await kit.backend.store.createAccount({ id: 'acc_1', name: 'a', webhookSecret: 'whsec_x', openingGrant: 100, now });
+  });
+  const store = () => kit.backend.store;
+  const queue = () => kit.backend.queue;
+  const submit = async (price: number, at = now, patch: Partial<NewTask> = {}) => {
+    const outcome = await store().submitTask({ job, task: task(price, at, patch), idempotency: null, now: at, respond });
+    if (outcome.kind !== 'created') throw new Error(`not created: ${outcome.kind}`);
+    return outcome.task;
+  };
+  const claim = (providers = ['local', 'byteplus', 'webhooks'], at = new Date()) =>
+    queue().claim({ workerId: 'worker_test', now: at, leaseMs: LEASE_MS, providers });
+
+  describe('credits', () => {
+    it('charges with the task and records the charge in the ledger', async () => {
+      await submit(40);
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
+      expect((await store().listLedger('acc_1')).map((e) => [e.kind, e.amount])).toEqual([['grant', 100], ['charge', -40]]);
+    });
+
+    it('refuses a charge above the balance and writes nothing, no job either', async () => {
+      const outcome = await store().submitTask({ job, task: task(140), idempotency: null, now, respond });
+      expect(outcome).toEqual({ kind: 'insufficient_credits', required: 140, available: 100 });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+      expect(await store().listTasks({ accountId: 'acc_1', limit: 10 })).toEqual([]);
+      expect(await claim()).toBeUndefined();
+    });
+
+    it('refunds a cancelled task exactly once', async () => {
+      const { id } = await submit(40);
+      expect((await store().cancelTask({ accountId: 'acc_1', id, now: later(1000) })).kind).toBe('cancelled');
+      expect((await store().cancelTask({ accountId: 'acc_1', id, now: later(2000) })).kind).toBe('already_cancelled');
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+      expect(await store().getTask('acc_1', id)).toMatchObject({ status: 'cancelled', creditsRefunded: 40, completedAt: later(1000) });
+      expect((await store().listLedger('acc_1')).filter((e) => e.kind === 'refund')).toHaveLength(1);
+    });
+
+    it('refuses a second refund row for a task even if asked directly', async () => {
+      const { id } = await submit(40);
+      await store().cancelTask({ accountId: 'acc_1', id, now });
+      await expect(
+        kit.sql(
+          "INSERT INTO ledger_entries (account_id, kind, amount, task_id, created_at) VALUES ('acc_1', 'refund', 40, ?, 0)",
+          "INSERT INTO ledger_entries (account_id, kind, amount, task_id, created_at) VALUES ('acc_1', 'refund', 40, $1, now())",
+          [id],
+        ),
+      ).rejects.toThrow(/UNIQUE|unique/);
+    });
+
+    it('does not cancel a finished task', async () => {
+      const { id } = await submit(40);
+      await kit.sql("UPDATE tasks SET status = 'succeeded' WHERE id = ?", "UPDATE tasks SET status = 'succeeded' WHERE id = $1", [id]);
+      expect(await store().cancelTask({ accountId: 'acc_1', id, now })).toEqual({ kind: 'invalid_state', status: 'succeeded' });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
+    });
+
+    it('hides tasks of other accounts', async () => {
+      await store().createAccount({ id: 'acc_2', name: 'b', webhookSecret: 'whsec_y', openingGrant: 0, now });
+      const { id } = await submit(40);
+      expect(await store().getTask('acc_2', id)).toBeUndefined();
+      expect(await store().cancelTask({ accountId: 'acc_2', id, now })).toEqual({ kind: 'not_found' });
+    });
+
+    it('fails a task once, refunding once, whatever races it (fail, cancel, fail)', async () => {
+      const { id } = await submit(40);
+      await store().startTask({ id, now });
+      const outcomes = await Promise.all([
+        store().failTask({ id, now, code: 'provider_error', message: 'x' }),
+        store().cancelTask({ accountId: 'acc_1', id, now }),
+        store().failTask({ id, now, code: 'timeout', message: 'y' }),
+      ]);
+      expect(outcomes.filter((o) => o.kind === 'failed' || o.kind === 'cancelled')).toHaveLength(1);
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+    });
+
+    it('accepts exactly as many concurrent submits as the balance pays for', async () => {
+      const outcomes = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => store().submitTask({ job, task: task(30, later(i)), idempotency: null, now: later(i), respond })),
+      );
+      expect(outcomes.filter((o) => o.kind === 'created')).toHaveLength(3);
+      expect(outcomes.filter((o) => o.kind === 'insufficient_credits')).toHaveLength(9);
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 10, ledgerSum: 10 });
+    });
+  });
+
+  describe('idempotency', () => {
+    const claimKey = (key: string, fingerprint = 'f1') => ({ key, fingerprint, expiresAt: later(24 * 3600_000) });
+
+    it('replays the first answer for the same key and body, charging once', async () => {
+      const first = await store().submitTask({ job, task: task(40), idempotency: claimKey('k'), now, respond });
+      const again = await store().submitTask({ job, task: task(40), idempotency: claimKey('k'), now: later(10), respond });
+      expect(first.kind).toBe('created');
+      expect(again).toEqual({ kind: 'replayed', response: first.kind === 'created' ? first.response : undefined });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
+    });
+
+    it('creates one task and one charge for 20 concurrent submits with one key', async () => {
+      const outcomes = await Promise.all(Array.from({ length: 20 }, () => store().submitTask({ job, task: task(40), idempotency: claimKey('k'), now, respond })));
+      expect(outcomes.filter((o) => o.kind === 'created')).toHaveLength(1);
+      expect(outcomes.filter((o) => o.kind === 'replayed')).toHaveLength(19);
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
+      expect(await store().listTasks({ accountId: 'acc_1', limit: 10 })).toHaveLength(1);
+    });
+
+    it('refuses the same key with another body', async () => {
+      await store().submitTask({ job, task: task(40), idempotency: claimKey('k', 'f1'), now, respond });
+      expect(await store().submitTask({ job, task: task(40), idempotency: claimKey('k', 'f2'), now, respond })).toEqual({ kind: 'idempotency_key_reused' });
+    });
+
+    it('forgets a key after it expires', async () => {
+      await store().submitTask({ job, task: task(40), idempotency: { key: 'k', fingerprint: 'f1', expiresAt: later(1000) }, now, respond });
+      const after = await store().submitTask({ job, task: task(40, later(2000)), idempotency: claimKey('k', 'f2'), now: later(2000), respond });
+      expect(after.kind).toBe('created');
+    });
+
+    it('does not claim the key when the charge fails', async () => {
+      expect((await store().submitTask({ job, task: task(140), idempotency: claimKey('k'), now, respond })).kind).toBe('insufficient_credits');
+      await store().grantCredits({ accountId: 'acc_1', amount: 100, note: null, now });
+      expect((await store().submitTask({ job, task: task(140), idempotency: claimKey('k'), now, respond })).kind).toBe('created');
+    });
+  });
+
+  it('pages newest first by position, with and without a status', async () => {
+    await store().grantCredits({ accountId: 'acc_1', amount: 1000, note: null, now });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await submit(10, later(i * 1000))).id);
+    await store().cancelTask({ accountId: 'acc_1', id: ids[1]!, now: later(9000) });
+    const first = await store().listTasks({ accountId: 'acc_1', limit: 2 });
+    expect(first.map((t) => t.id)).toEqual([ids[4], ids[3]]);
+    const next = await store().listTasks({ accountId: 'acc_1', limit: 10, after: { createdAt: first[1]!.createdAt, id: first[1]!.id } });
+    expect(next.map((t) => t.id)).toEqual([ids[2], ids[1], ids[0]]);
+    expect((await store().listTasks({ accountId: 'acc_1', status: 'cancelled', limit: 10 })).map((t) => t.id)).toEqual([ids[1]]);
+  });
+
+  it('keeps a task as submitted: media, metadata, webhook URL, deadline', async () => {
+    const created = await submit(10, now, { mediaUrls: ['https://cdn.example.com/a.png'], metadata: { order: 7, tags: ['x'] }, webhookUrl: 'https://hooks.example.com/v' });
+    expect(await store().findTask(created.id)).toEqual(created);
+    expect(created).toMatchObject({ status: 'queued', mediaUrls: ['https://cdn.example.com/a.png'], metadata: { order: 7, tags: ['x'] }, webhook: null });
+  });
+
+  describe('the webhook outbox', () => {
+    it('writes the event and its delivery job with the terminal move, not before', async () => {
+      const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+      expect(await store().getDeliveryForTask(id)).toBeUndefined();
+      await store().startTask({ id, now });
+      const completed = await store().completeTask({ id, now: later(5), outputKey: `${id}.mp4`, outputUrl: 'https://files.example.com/x', outputExpiresAt: later(3600_000) });
+      expect(completed.kind).toBe('succeeded');
+      const delivery = await store().getDeliveryForTask(id);
+      expect(delivery).toMatchObject({ taskId: id, status: 'pending', eventType: 'video.generation.succeeded', attempts: 0 });
+      expect(JSON.parse(delivery!.body).data.requestId).toBe(id);
+      const generate = await claim(['local']);
+      expect(generate).toMatchObject({ taskId: id, kind: 'generate' });
+      expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver', provider: 'webhooks' });
+    });
+
+    it('records attempts and redelivers from now with a fresh job', async () => {
+      const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+      await store().cancelTask({ accountId: 'acc_1', id, now });
+      const delivery = (await store().getDeliveryForTask(id))!;
+      const deliver = (await claim(['webhooks']))!;
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, attempt: { attemptedAt: later(1), statusCode: 500, error: null, durationMs: 12 }, status: 'failed', nextAttemptAt: null });
+      await queue().complete(deliver.id, new Date());
+      expect(await store().getTask('acc_1', id)).toMatchObject({ webhook: { status: 'failed', attempts: 1, lastAttemptAt: later(1) } });
+      expect(await store().listDeliveryAttempts(delivery.id)).toEqual([{ attemptedAt: later(1), statusCode: 500, error: null, durationMs: 12 }]);
+      expect(await claim(['webhooks'])).toBeUndefined();
+      expect(await store().redeliver({ deliveryId: delivery.id, now: later(2) })).toMatchObject({ status: 'pending' });
+      expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver' });
+    });
+  });
+
+  describe('the job queue', () => {
+    it('gives a task its job in the same transaction, on its provider lane only', async () => {
+      const { id } = await submit(10);
+      expect(await claim(['byteplus', 'webhooks'])).toBeUndefined();
+      const claimed = await claim(['local']);
+      expect(claimed).toMatchObject({ taskId: id, kind: 'generate', provider: 'local', attempts: 1, maxAttempts: 3 });
+      expect(await claim(['local'])).toBeUndefined();
+      await queue().complete(claimed!.id, new Date());
+      expect(await claim(['local'])).toBeUndefined();
+      expect(await queue().countJobs()).toMatchObject({ available: 0, leased: 0, done: 1 });
+    });
+
+    it('hands 10 jobs to 10 concurrent claims, each once', async () => {
+      for (let i = 0; i < 10; i++) await submit(1, later(i));
+      const claimed = await Promise.all(Array.from({ length: 12 }, () => claim(['local'])));
+      const taskIds = claimed.filter((j) => j !== undefined).map((j) => j!.taskId);
+      expect(taskIds).toHaveLength(10);
+      expect(new Set(taskIds).size).toBe(10);
+    });
+
+    it('retries a job at the time asked, counting the attempt', async () => {
+      const { id } = await submit(10);
+      const first = (await claim(['local']))!;
+      const runAt = new Date(Date.now() + 600);
+      await queue().retry({ jobId: first.id, runAt, error: 'boom', now: new Date() });
+      expect(await claim(['local'])).toBeUndefined();
+      const again = await eventually(() => claim(['local']));
+      expect(Date.now()).toBeGreaterThanOrEqual(runAt.getTime());
+      expect(again).toMatchObject({ taskId: id, attempts: 2 });
+    });
+
+    it('never hands out a buried job again', async () => {
+      await submit(10);
+      const claimed = (await claim(['local']))!;
+      await queue().bury({ jobId: claimed.id, error: 'gave up', now: new Date() });
+      expect(await claim(['local'], new Date(Date.now() + 3_600_000))).toBeUndefined();
+      expect(await queue().countJobs()).toMatchObject({ dead: 1, available: 0, leased: 0 });
+    });
+
+    it("hands a job out again once its worker stops extending the lease, and not while it does", async () => {
+      const { id } = await submit(10);
+      const held = (await claim(['local']))!;
+      // Extended for twice the lease: nobody else gets it meanwhile.
+      const until = Date.now() + 2 * LEASE_MS;
+      while (Date.now() < until) {
+        expect(await queue().extendLease({ jobId: held.id, workerId: 'worker_test', leaseUntil: new Date(Date.now() + LEASE_MS) })).toBe(true);
+        expect(await claim(['local'], new Date())).toBeUndefined();
+        await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 4));
+      }
+      // Then its worker "dies": the job comes back, as a further attempt.
+      const again = await eventually(() => claim(['local'], new Date()));
+      expect(again).toMatchObject({ taskId: id, attempts: 2 });
+    });
+  });
+
+  if (name === 'SQLite') {
+    it('keeps its data and migrations across reopening a file', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'vidgen-store-'));
+      try {
+        const path = join(dir, 'nested', 'vidgen.db');
+        const first = new SqliteStore(path);
+        await first.createAccount({ id: 'acc_1', name: 'a', webhookSecret: 'whsec_x', openingGrant: 5, now });
+        await first.close();
+        const second = new SqliteStore(path);
+        expect((await second.getAccount('acc_1'))?.balance).toBe(5);
+        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(4);
+        expect(second.db.pragma('journal_mode', { simple: true })).toBe('wal');
+        await second.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('reports a claim still in progress (a key written by another process mid-transaction)', async () => {
+      await kit.sql(
+        "INSERT INTO idempotency_keys (account_id, key, fingerprint, state, created_at, expires_at) VALUES ('acc_1', 'k', 'f1', 'in_progress', ?, ?)",
+        '',
+        [now.getTime(), later(3600_000).getTime()],
+      );
+      const outcome = await store().submitTask({ job, task: task(40), idempotency: { key: 'k', fingerprint: 'f1', expiresAt: later(3600_000) }, now, respond });
+      expect(outcome).toEqual({ kind: 'idempotency_in_progress' });
+    });
+  }
+
+  if (name === 'PostgreSQL') {
+    it('a submit with a key another transaction holds waits for its commit, then replays its answer', async () => {
+      const pg = kit.backend.store as PgStore;
+      let holding!: () => void;
+      const isHolding = new Promise<void>((resolve) => (holding = resolve));
+      const first = pg.submitTask({
+        job,
+        task: task(40),
+        idempotency: { key: 'k', fingerprint: 'f1', expiresAt: later(3600_000) },
+        now,
+        respond: (t) => {
+          holding();
+          return respond(t);
+        },
+      });
+      await isHolding;
+      let secondDone = false;
+      const second = pg.submitTask({ job, task: task(40), idempotency: { key: 'k', fingerprint: 'f1', expiresAt: later(3600_000) }, now, respond }).finally(() => {
+        secondDone = true;
+      });
+      const [a, b] = await Promise.all([first, second]);
+      expect(secondDone).toBe(true);
+      expect(a.kind).toBe('created');
+      expect(b).toEqual({ kind: 'replayed', response: a.kind === 'created' ? a.response : undefined });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
+    });
+
+    it('announces every status change to other processes at commit (LISTEN/NOTIFY)', async () => {
+      const seen: string[] = [];
+      const { id } = await submit(10);
+      const unsubscribe = kit.backend.events.subscribe(id, (status) => seen.push(status));
+      // Another process's store: its moves reach this process's listeners through the database.
+      const other = await openBackend(
+        { database: { kind: 'postgres', url: (kit.backend.store as PgStore).pool.options.connectionString!, poolSize: 2 }, jobLeaseMs: LEASE_MS },
+        { logger: silentLogger, listen: false, supervise: false },
+      );
+      try {
+        await other.store.startTask({ id, now });
+        await other.store.cancelTask({ accountId: 'acc_1', id, now });
+        await eventually(async () => (seen.length >= 2 ? true : undefined), 5_000);
+        expect(seen).toEqual(['processing', 'cancelled']);
+      } finally {
+        unsubscribe();
+        await other.close();
+      }
+    });
+  }
+});
