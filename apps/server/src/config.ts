@@ -41,12 +41,14 @@ export interface Config {
   jobMaxAttempts: number;
   /** VIDGEN_WORKER: whether a process of the role all runs a worker (default true). */
   worker: boolean;
-  /** VIDGEN_LOCAL_CONCURRENCY / VIDGEN_BYTEPLUS_CONCURRENCY: tasks each provider generates at once in this process (defaults 1 and 16). */
+  /** VIDGEN_LOCAL_CONCURRENCY / VIDGEN_BYTEPLUS_CONCURRENCY / VIDGEN_INSTANT_CONCURRENCY: tasks each provider generates at once in this process (defaults 1, 16 and 64). */
   concurrency: Record<ProviderName, number>;
   /** VIDGEN_JOB_LEASE_SECONDS: a claimed job returns to the queue this long after its worker stops renewing it (default 60). */
   jobLeaseMs: number;
-  /** VIDGEN_PROVIDERS: JSON model → provider (`local` or `byteplus`); default every model on `local`. */
+  /** VIDGEN_PROVIDERS: JSON model → provider (`local`, `byteplus`, or `instant` for benchmarks); default every model on `local`. */
   providers: Record<ModelId, ProviderName>;
+  /** VIDGEN_INSTANT_DELAY_MS: how long the instant provider takes per task (default 0). */
+  instantDelayMs: number;
   /** VIDGEN_BYTEPLUS_BASE_URL / _API_KEY / _MODELS: the BytePlus ModelArk upstream, when routed to. */
   byteplus: { baseUrl: string; apiKey: string | undefined; modelIds: Record<ModelId, string> };
   /** VIDGEN_MEDIA_ALLOW_LOOPBACK (tests only, default false) and VIDGEN_MEDIA_CA_FILE: reference fetching. */
@@ -72,10 +74,11 @@ export interface S3StorageConfig {
   forcePathStyle: boolean;
 }
 
-export type ProviderName = 'local' | 'byteplus';
+/** `instant` answers at once with a prepared MP4: benchmarks and tests only, never a default. */
+export type ProviderName = 'local' | 'byteplus' | 'instant';
 export type Role = 'all' | 'api' | 'worker';
 export const ROLES: readonly Role[] = ['all', 'api', 'worker'];
-const PROVIDER_NAMES: ProviderName[] = ['local', 'byteplus'];
+export const PROVIDER_NAMES: readonly ProviderName[] = ['local', 'byteplus', 'instant'];
 
 export class ConfigError extends Error {}
 
@@ -214,9 +217,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     concurrency: {
       local: integer(env, 'VIDGEN_LOCAL_CONCURRENCY', 1, 0, 64),
       byteplus: integer(env, 'VIDGEN_BYTEPLUS_CONCURRENCY', 16, 0, 1024),
+      instant: integer(env, 'VIDGEN_INSTANT_CONCURRENCY', 64, 0, 1024),
     },
     jobLeaseMs: integer(env, 'VIDGEN_JOB_LEASE_SECONDS', 60, 1, 3600) * 1000,
     providers: modelMap<ProviderName>(env, 'VIDGEN_PROVIDERS', 'local', PROVIDER_NAMES),
+    instantDelayMs: integer(env, 'VIDGEN_INSTANT_DELAY_MS', 0, 0, 600_000),
     byteplus: {
       baseUrl: env.VIDGEN_BYTEPLUS_BASE_URL || 'https://ark.ap-southeast.bytepluses.com/api/v3',
       apiKey: env.VIDGEN_BYTEPLUS_API_KEY || undefined,

@@ -11,6 +11,7 @@ import type { OutputFiles } from './files/storage.js';
 import type { Clock, TaskEvents } from './interfaces.js';
 import { createMediaFetcher } from './media/fetcher.js';
 import { createBytePlusProvider } from './providers/byteplus/byteplus-provider.js';
+import { createInstantProvider } from './providers/instant/instant-provider.js';
 import { createLocalProvider } from './providers/local/local-provider.js';
 import type { Provider } from './providers/provider.js';
 import { createWorker, type Worker } from './queue/worker.js';
@@ -27,6 +28,8 @@ function createProviders(config: Config): (model: ModelId) => Provider {
     switch (name) {
       case 'local':
         return createLocalProvider({ concurrency: Math.max(1, config.concurrency.local) });
+      case 'instant':
+        return createInstantProvider({ preparedPath: join(config.dataDir, 'instant.mp4'), delayMs: config.instantDelayMs });
       case 'byteplus': {
         const { apiKey, baseUrl, modelIds } = config.byteplus;
         if (!apiKey) throw new ConfigError('VIDGEN_PROVIDERS routes a model to byteplus, but VIDGEN_BYTEPLUS_API_KEY is not set');

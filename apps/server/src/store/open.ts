@@ -5,7 +5,7 @@
  * - PostgreSQL: any number of processes; the queue is pg-boss, events travel by LISTEN/NOTIFY.
  */
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import { PROVIDER_NAMES, type Config } from '../config.js';
 import { createInProcessTaskEvents } from '../events/in-process.js';
 import { createPostgresTaskEvents } from '../events/postgres.js';
 import type { TaskEvents } from '../interfaces.js';
@@ -16,7 +16,7 @@ import { SqliteStore } from './sqlite/sqlite-store.js';
 import type { Store } from './store.js';
 
 /** Every lane a job can be sent to: the providers, and webhook deliveries. */
-export const JOB_LANES = ['local', 'byteplus', 'webhooks'] as const;
+export const JOB_LANES = [...PROVIDER_NAMES, 'webhooks'] as const;
 
 export interface Backend {
   store: Store;

@@ -1,0 +1,176 @@
+/**
+ * Several machines' worth of processes on one PostgreSQL: 2 API processes and
+ * 2 worker processes (`--role api|worker`), 300 tasks submitted through both
+ * APIs with webhooks, one worker killed with SIGKILL mid-run. Every task ends
+ * terminal, every charge and refund happens once (ledger = balance), every
+ * webhook arrives (repeats only with the same webhook-id), nothing stays
+ * processing; a long poll on one API process is woken by a worker's move.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAccount, issueApiKey } from '../src/accounts.js';
+import { openBackend, type Backend } from '../src/store/open.js';
+import type { PgStore } from '../src/store/postgres/pg-store.js';
+import { silentLogger, SUBMIT } from './support.js';
+import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
+import { createTestDatabase, hasPostgres } from './support/postgres.js';
+
+const root = resolve(import.meta.dirname, '..');
+const TASKS = 300;
+const MODELS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
+
+interface Received {
+  webhookId: string;
+  requestId: string;
+  type: string;
+}
+
+describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () => {
+  const processes: ChildProcess[] = [];
+  const received: Received[] = [];
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let backend: Backend;
+  let receiver: HttpsFixture;
+  let hookUrl: string;
+  let caFile: string;
+  let dataDir: string;
+  let key: string;
+  let accountId: string;
+
+  /** Starts `src/main.ts --role <role>` (node with tsx as a loader: SIGKILL kills the server itself). */
+  function start(role: 'api' | 'worker'): Promise<{ child: ChildProcess; baseUrl: string }> {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--role', role], {
+      cwd: root,
+      env: {
+        ...process.env,
+        VIDGEN_DATABASE_URL: database.url,
+        VIDGEN_DATA_DIR: dataDir,
+        VIDGEN_FILE_URL_SECRET: 'multi-process',
+        VIDGEN_LOG_LEVEL: 'silent',
+        VIDGEN_DEV_BOOTSTRAP: 'false',
+        PORT: '0',
+        HOST: '127.0.0.1',
+        VIDGEN_PROVIDERS: MODELS,
+        VIDGEN_INSTANT_DELAY_MS: '150',
+        VIDGEN_INSTANT_CONCURRENCY: '8',
+        VIDGEN_JOB_LEASE_SECONDS: '2',
+        VIDGEN_WEBHOOK_ALLOW_LOOPBACK: 'true',
+        VIDGEN_WEBHOOK_CONCURRENCY: '16',
+        VIDGEN_WEBHOOK_CA_FILE: caFile,
+      },
+    });
+    processes.push(child);
+    let output = '';
+    return new Promise((done, fail) => {
+      child.stdout!.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        const listening = /listening on (http:\/\/\S+)/.exec(output);
+        if (listening) done({ child, baseUrl: listening[1]! });
+        if (/worker started/.test(output)) done({ child, baseUrl: '' });
+      });
+      child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.once('exit', (code, signal) => fail(new Error(`${role} exited ${code ?? signal}: ${output}`)));
+    });
+  }
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    dataDir = mkdtempSync(join(tmpdir(), 'vidgen-multi-'));
+    backend = await openBackend({ database: { kind: 'postgres', url: database.url, poolSize: 4 }, jobLeaseMs: 2_000 }, { logger: silentLogger, listen: false, supervise: false });
+    const now = new Date();
+    const account = await createAccount(backend.store, { name: 'multi', credits: 10_000_000, now });
+    accountId = account.id;
+    key = (await issueApiKey(backend.store, { accountId, mode: 'test', scopes: ['tasks:read', 'tasks:write'], name: null, expiresAt: null, now })).key;
+    receiver = await startHttpsFixture((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        const event = JSON.parse(body) as { type: string; data: { requestId: string } };
+        received.push({ webhookId: String(req.headers['webhook-id']), requestId: event.data.requestId, type: event.type });
+        res.writeHead(204).end();
+      });
+    });
+    hookUrl = receiver.url('/hooks');
+    caFile = join(dataDir, 'receiver-ca.pem');
+    writeFileSync(caFile, receiver.ca);
+  });
+
+  afterAll(async () => {
+    for (const child of processes) child.kill('SIGKILL');
+    await backend?.close();
+    await receiver?.close();
+    await database?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('300 tasks through 2 APIs and 2 workers, one worker killed: all terminal, charged once, webhooks delivered', { timeout: 180_000 }, async () => {
+    const [api1, api2, worker1] = await Promise.all([start('api'), start('api'), start('worker'), start('worker')]);
+    const apis = [api1!.baseUrl, api2!.baseUrl];
+    const submit = async (i: number) => {
+      const res = await fetch(`${apis[i % 2]}${SUBMIT}`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', 'Idempotency-Key': `multi-${i}` },
+        body: JSON.stringify({ model: 'vidgen-2.0-fast', prompt: `task ${i}`, duration: 4, resolution: '480p', webhookUrl: hookUrl }),
+      });
+      const body = (await res.json()) as { requestId: string };
+      expect(res.status, JSON.stringify(body)).toBe(202);
+      return body.requestId;
+    };
+
+    // A long poll on API 2 for a task submitted through API 1 is answered by the worker's move, not its timeout.
+    const first = await submit(0);
+    const polled = Date.now();
+    const long = await fetch(`${apis[1]}${SUBMIT}/${first}?wait=30`, { headers: { Authorization: `Bearer ${key}` } });
+    expect(((await long.json()) as { status: string }).status).not.toBe('queued');
+    expect(Date.now() - polled).toBeLessThan(15_000);
+
+    const ids = [first];
+    let killed = false;
+    for (let i = 1; i < TASKS; i += 20) {
+      ids.push(...(await Promise.all(Array.from({ length: Math.min(20, TASKS - i) }, (_, j) => submit(i + j)))));
+      if (!killed && received.length >= 40) {
+        // Mid-run: worker 1 holds jobs (8 at a time, 150 ms each) and dies without a word.
+        worker1!.child.kill('SIGKILL');
+        killed = true;
+      }
+    }
+    if (!killed) worker1!.child.kill('SIGKILL');
+    expect(ids).toHaveLength(TASKS);
+    // A repeated submission (same Idempotency-Key) through the other API creates nothing.
+    expect(await submit(2)).toBe(ids[2]);
+
+    const deadline = Date.now() + 120_000;
+    while (new Set(received.map((r) => r.requestId)).size < TASKS && Date.now() < deadline) await new Promise((done) => setTimeout(done, 100));
+
+    const byStatus = await backend.store.countTasksByStatus();
+    expect(byStatus.queued + byStatus.processing).toBe(0);
+    expect(byStatus.succeeded + byStatus.failed + byStatus.cancelled).toBe(TASKS);
+
+    // Exactly once: one charge per task, one refund per refunded task, and the balance equals the ledger.
+    const ledger = await backend.store.listLedger(accountId);
+    const charges = ledger.filter((e) => e.kind === 'charge');
+    expect(charges).toHaveLength(TASKS);
+    expect(new Set(charges.map((e) => e.taskId)).size).toBe(TASKS);
+    expect(ledger.filter((e) => e.kind === 'refund')).toHaveLength(byStatus.failed + byStatus.cancelled);
+    const audit = await backend.store.auditBalance(accountId);
+    expect(audit!.balance).toBe(audit!.ledgerSum);
+
+    // Every webhook arrived; a repeat (a delivery whose worker died after sending) carries the same webhook-id.
+    const idsByTask = new Map<string, Set<string>>();
+    for (const r of received) idsByTask.set(r.requestId, (idsByTask.get(r.requestId) ?? new Set()).add(r.webhookId));
+    expect(new Set(idsByTask.keys())).toEqual(new Set(ids));
+    for (const webhookIds of idsByTask.values()) expect(webhookIds.size).toBe(1);
+    for (const id of ids) expect((await backend.store.getDeliveryForTask(id))?.status).toBe('delivered');
+
+    // The kill really was mid-run: some job was taken back from the dead worker after its lease ran out.
+    const pool = (backend.store as PgStore).pool;
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM (SELECT retry_count FROM pgboss.job WHERE name LIKE 'vidgen-%' UNION ALL SELECT retry_count FROM pgboss.archive WHERE name LIKE 'vidgen-%') j
+       WHERE retry_count > 0`,
+    );
+    expect(rows[0].n).toBeGreaterThan(0);
+  });
+});
