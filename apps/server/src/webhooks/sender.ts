@@ -5,10 +5,10 @@
  * secret) throws. No error message ever carries a secret.
  */
 import type { IncomingMessage } from 'node:http';
-import { request } from 'node:https';
+import { request, type RequestOptions } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates, type ConnectionOptions } from 'node:tls';
 import { explainUrl } from '../domain/rules.js';
 import { systemClock, type Clock } from '../interfaces.js';
 import { guardedLookup, refuseLiteralAddress } from '../media/fetcher.js';
@@ -54,17 +54,18 @@ const MAX_RESPONSE_BYTES = 64 * 1024;
 export function createWebhookSender(options: WebhookSenderOptions = {}): WebhookSender {
   const { timeoutMs = 15_000, allowLoopback = false, clock = systemClock } = options;
   // Node's `ca` replaces its trust store; keep the public roots so the extra CA only adds.
-  const ca = options.ca ? [...rootCertificates, options.ca] : undefined;
+  // Built once: parsing the trust store for every request cost ~30 ms of CPU each (a profile of the pipeline bench).
+  const secureContext = options.ca ? createSecureContext({ ca: [...rootCertificates, options.ca] }) : undefined;
   const lookup = guardedLookup({ allowLoopback, lookup: options.lookup });
 
   const post = (url: URL, headers: Record<string, string>, body: Buffer, signal: AbortSignal) =>
     new Promise<IncomingMessage>((resolve, reject) => {
       // agent: false — a fresh socket per attempt, so no pooled connection skips the lookup check.
       // https.request never follows redirects, which is what D8 wants.
-      const req = request(url, {
+      const req = request(url, <RequestOptions & ConnectionOptions>{
         method: 'POST',
         agent: false,
-        ca,
+        secureContext,
         lookup,
         signal,
         headers: { ...headers, 'content-length': String(body.length), 'accept-encoding': 'identity' },
