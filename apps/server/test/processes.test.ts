@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, hasPostgres } from './support/postgres.js';
 
 const root = resolve(import.meta.dirname, '..');
 const tsx = join(root, 'node_modules/.bin/tsx');
@@ -13,6 +14,10 @@ const env = { ...process.env, VIDGEN_DATA_DIR: dataDir, VIDGEN_LOG_LEVEL: 'silen
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 async function vidgen(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return vidgenWith(env, ...args);
+}
+
+async function vidgenWith(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
     const { stdout, stderr } = await promisify(execFile)(tsx, ['src/cli/main.ts', ...args], { cwd: root, env });
     return { code: 0, stdout, stderr };
@@ -92,6 +97,28 @@ describe('the first start on an empty data dir', () => {
       server.kill('SIGTERM');
       await exited;
       rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('roles', () => {
+  it('refuses the api and worker roles on SQLite, saying why (exit 2)', async () => {
+    const result = await vidgen('serve', '--role', 'api');
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/the api role runs beside other processes and needs PostgreSQL/);
+  });
+
+  it.skipIf(!hasPostgres)('migrates a PostgreSQL database from the CLI, idempotently, and manages it like SQLite', async () => {
+    const database = await createTestDatabase();
+    try {
+      const pgEnv = { ...env, VIDGEN_DATABASE_URL: database.url };
+      expect((await vidgenWith(pgEnv, 'migrate')).stdout).toMatch(/migrations applied/);
+      expect((await vidgenWith(pgEnv, 'migrate')).code).toBe(0);
+      const account = JSON.parse((await vidgenWith(pgEnv, 'accounts', 'create', '--name', 'pg', '--credits', '500', '--json')).stdout);
+      const ledger = JSON.parse((await vidgenWith(pgEnv, 'ledger', '--account', account.id, '--json')).stdout);
+      expect(ledger).toMatchObject({ balance: 500 });
+    } finally {
+      await database.drop();
     }
   });
 });

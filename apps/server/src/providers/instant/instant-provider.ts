@@ -33,7 +33,7 @@ export function createInstantProvider(options: { preparedPath: string; delayMs: 
     needsLocalMedia: false,
     async generate(request: GenerationRequest): Promise<GenerationResult> {
       await ready;
-      if (options.delayMs > 0) {
+      if (options.delayMs > 0 && !request.signal.aborted) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, options.delayMs);
           request.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
