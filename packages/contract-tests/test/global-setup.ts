@@ -3,6 +3,8 @@
  * the OS chooses and points the suite at it.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -45,13 +47,40 @@ async function startMock(): Promise<{ baseUrl: string; prism: ChildProcess }> {
   return { baseUrl: `http://127.0.0.1:${port}`, prism };
 }
 
+/** VIDGEN_CONTRACT_DATABASE=postgres: the server runs on a fresh PostgreSQL database, dropped afterwards. */
+async function createPostgresDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  const adminUrl = env('VIDGEN_TEST_POSTGRES_URL') || 'postgres://postgres@127.0.0.1:5432/postgres';
+  const name = `vidgen_contract_${randomBytes(6).toString('hex')}`;
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: adminUrl });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`CREATE DATABASE ${name}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
 const serverDir = resolve(import.meta.dirname, '../../../apps/server');
 const tsx = resolve(serverDir, 'node_modules/.bin/tsx');
 
 /** Starts the real server on a fresh data dir, with accounts and keys made by its own CLI. */
-async function startServer(): Promise<{ target: Target; server: ChildProcess; dataDir: string }> {
+async function startServer(databaseUrl: string | undefined): Promise<{ target: Target; server: ChildProcess; dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-contract-'));
-  const serverEnv = { ...process.env, VIDGEN_DATA_DIR: dataDir, VIDGEN_DEV_BOOTSTRAP: 'false', VIDGEN_LOG_LEVEL: 'warn', PORT: '0', HOST: '127.0.0.1' };
+  const serverEnv = {
+    ...process.env,
+    VIDGEN_DATA_DIR: dataDir,
+    VIDGEN_DEV_BOOTSTRAP: 'false',
+    VIDGEN_LOG_LEVEL: 'warn',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    ...(databaseUrl ? { VIDGEN_DATABASE_URL: databaseUrl } : {}),
+  };
   const cli = async (...args: string[]) => {
     const { stdout } = await promisify(execFile)(tsx, ['src/cli/main.ts', ...args, '--json'], { cwd: serverDir, env: serverEnv });
     return JSON.parse(stdout);
@@ -96,8 +125,10 @@ export default async function setup(project: TestProject) {
   let server: ChildProcess | undefined;
   let dataDir: string | undefined;
   let target: Target;
+  let database: Awaited<ReturnType<typeof createPostgresDatabase>> | undefined;
   if (!baseUrl && env('VIDGEN_CONTRACT_TARGET') === 'server') {
-    ({ target, server, dataDir } = await startServer());
+    if (env('VIDGEN_CONTRACT_DATABASE') === 'postgres') database = await createPostgresDatabase();
+    ({ target, server, dataDir } = await startServer(database?.url));
   } else if (baseUrl) {
     const apiKey = env('VIDGEN_API_KEY');
     if (!apiKey) throw new Error('VIDGEN_BASE_URL is set but VIDGEN_API_KEY is not');
@@ -125,9 +156,10 @@ export default async function setup(project: TestProject) {
     };
   }
   project.provide('target', target);
-  return () => {
+  return async () => {
     prism?.kill('SIGTERM');
     server?.kill('SIGTERM');
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    await database?.drop();
   };
 }
