@@ -42,26 +42,43 @@ export function createPostgresTaskEvents(options: {
   const ready = new Promise<void>((resolve) => (markReady = resolve));
 
   async function connect(): Promise<void> {
-    const next = new pg.Client({ connectionString: options.connectionString });
+    if (closed) return;
+    // keepAlive: a half-open connection (a vanished peer) is noticed by TCP and reconnected.
+    const next = new pg.Client({ connectionString: options.connectionString, keepAlive: true });
+    let retired = false;
+    const retire = () => {
+      if (retired) return;
+      retired = true;
+      reconnect(next);
+    };
     next.on('notification', (message) => handlers[message.channel]?.(message.payload ?? ''));
     next.on('error', (error) => {
       options.logger.warn({ err: error }, 'task events: connection lost, reconnecting');
-      reconnect(next);
+      retire();
     });
-    next.on('end', () => reconnect(next));
+    next.on('end', retire);
     try {
       await next.connect();
       for (const channel of Object.keys(handlers)) await next.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      if (closed) {
+        await next.end().catch(() => {});
+        return;
+      }
       client = next;
       markReady();
     } catch (error) {
       options.logger.warn({ err: error }, 'task events: cannot listen yet');
-      reconnect(next);
+      retire();
     }
   }
 
   function reconnect(dead: pg.Client): void {
-    if (closed || (client && client !== dead)) return;
+    if (closed || (client && client !== dead)) {
+      dead.removeAllListeners();
+      dead.on('error', () => {});
+      void dead.end().catch(() => {});
+      return;
+    }
     client = undefined;
     // Once retired, the old client's late events are ignored (an error must still have a handler).
     dead.removeAllListeners();

@@ -31,12 +31,15 @@ interface JobData {
 }
 
 const laneOf = (provider: string) => `${LANE_PREFIX}${provider}`;
-/** Job ids name their lane: pg-boss addresses a job by queue and id. */
-const jobId = (provider: string, id: string) => `${provider}/${id}`;
-function parseJobId(id: string): { provider: string; lane: string; id: string } {
-  const slash = id.indexOf('/');
-  const provider = id.slice(0, slash);
-  return { provider, lane: laneOf(provider), id: id.slice(slash + 1) };
+/**
+ * Job ids name the claim, not only the job: pg-boss puts a job whose lease ran out back under
+ * the same id, counting `retry_count` up. A worker that lost its lease must not complete, retry,
+ * extend or bury the next claimant's run, so every change is conditional on that count.
+ */
+const jobId = (provider: string, id: string, claim: number) => `${provider}/${id}/${claim}`;
+function parseJobId(value: string): { provider: string; lane: string; id: string; claim: number } {
+  const [provider = '', id = '', claim = '0'] = value.split('/');
+  return { provider, lane: laneOf(provider), id, claim: Number(claim) };
 }
 
 const adapter = (client: Queryable): PgBoss.Db => ({ executeSql: (text, values) => client.query(text, values) });
@@ -92,13 +95,15 @@ export class PgBossQueue implements JobQueue, PgJobs {
 
   async enqueue(client: Queryable, job: { kind: Job['kind']; taskId: string; provider: string; maxAttempts: number; runAt: Date }, attempt = 1): Promise<void> {
     const data: JobData = { taskId: job.taskId, kind: job.kind, maxAttempts: job.maxAttempts, attempt };
-    await this.boss.send(laneOf(job.provider), data, {
+    const id = await this.boss.send(laneOf(job.provider), data, {
       db: adapter(client),
       expireInSeconds: this.leaseSeconds,
       retryLimit: job.maxAttempts + 1,
       retryDelay: 0,
       ...(attempt > 1 ? { startAfter: job.runAt } : {}),
     });
+    // pg-boss answers null instead of failing when it inserted nothing (an unknown lane): a task must never lack its job.
+    if (!id) throw new Error(`the job for ${job.taskId} was not enqueued in lane ${laneOf(job.provider)}`);
     await client.query('SELECT pg_notify($1, $2)', [JOBS_CHANNEL, job.provider]);
   }
 
@@ -107,7 +112,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
       const [job] = await this.boss.fetch<JobData>(laneOf(provider), { batchSize: 1, includeMetadata: true });
       if (!job) continue;
       return {
-        id: jobId(provider, job.id),
+        id: jobId(provider, job.id, job.retryCount),
         taskId: job.data.taskId,
         kind: job.data.kind,
         provider,
@@ -120,37 +125,64 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   async extendLease(input: { jobId: string; workerId: string; leaseUntil: Date }): Promise<boolean> {
-    const { lane, id } = parseJobId(input.jobId);
+    const { lane, id, claim } = parseJobId(input.jobId);
     const seconds = Math.max(1, (input.leaseUntil.getTime() - Date.now()) / 1000);
     const result = await this.options.transaction((client) =>
       client.query(
-        `UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $3) WHERE name = $1 AND id = $2 AND state = 'active'`,
-        [lane, id, seconds],
+        `UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)
+         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
+        [lane, id, claim, seconds],
       ),
     );
     return result.rowCount === 1;
   }
 
+  /** Ends this claim's run as `state` (completed or cancelled); false when the claim is no longer this one. */
+  private async finish(client: Queryable, jobIdValue: string, state: 'completed' | 'cancelled', output: object | null): Promise<boolean> {
+    const { lane, id, claim } = parseJobId(jobIdValue);
+    const result = await client.query(
+      `UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
+       WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
+      [lane, id, claim, state, output === null ? null : JSON.stringify(output)],
+    );
+    return result.rowCount === 1;
+  }
+
   async complete(jobIdValue: string): Promise<void> {
-    const { lane, id } = parseJobId(jobIdValue);
-    await this.boss.complete(lane, id);
+    await this.options.transaction((client) => this.finish(client, jobIdValue, 'completed', null));
   }
 
   async retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
-    const { lane, id, provider } = parseJobId(input.jobId);
+    const { lane, id, claim, provider } = parseJobId(input.jobId);
     await this.options.transaction(async (client) => {
-      const [job] = (await client.query(`SELECT data FROM ${SCHEMA}.job WHERE name = $1 AND id = $2 AND state = 'active' FOR UPDATE`, [lane, id])).rows;
+      const [job] = (
+        await client.query(`SELECT data, retry_count FROM ${SCHEMA}.job WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active' FOR UPDATE`, [
+          lane,
+          id,
+          claim,
+        ])
+      ).rows;
       // Not ours any more (its lease ran out and another worker has it): nothing to hand on.
       if (!job) return;
       const data = job.data as JobData;
-      await this.boss.complete(lane, id, { error: input.error }, { db: adapter(client) });
-      await this.enqueue(client, { kind: data.kind, taskId: data.taskId, provider, maxAttempts: data.maxAttempts, runAt: input.runAt }, data.attempt + 1);
+      await this.finish(client, input.jobId, 'completed', { error: input.error });
+      // Claims after lost leases count as attempts in the successor too.
+      const attempt = data.attempt + (job.retry_count as number) + 1;
+      await this.enqueue(client, { kind: data.kind, taskId: data.taskId, provider, maxAttempts: data.maxAttempts, runAt: input.runAt }, attempt);
     });
   }
 
   async bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
-    const { lane, id } = parseJobId(input.jobId);
-    await this.boss.cancel(lane, id);
+    await this.options.transaction((client) => this.finish(client, input.jobId, 'cancelled', { error: input.error }));
+  }
+
+  /** Drops the jobs of a task in a lane that have not started (a redelivery replaces its pending chain). */
+  async cancelPending(client: Queryable, job: { provider: string; taskId: string }): Promise<void> {
+    await client.query(
+      `UPDATE ${SCHEMA}.job SET state = 'cancelled', completed_on = now()
+       WHERE name = $1 AND data->>'taskId' = $2 AND state IN ('created', 'retry')`,
+      [laneOf(job.provider), job.taskId],
+    );
   }
 
   async countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>> {

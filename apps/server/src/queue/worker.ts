@@ -96,12 +96,15 @@ export function createWorker(options: WorkerOptions): Worker {
           const job = await queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, providers });
           if (!job) break;
           busy.set(job.provider, (busy.get(job.provider) ?? 0) + 1);
-          const run = runJob(job).finally(() => {
-            busy.set(job.provider, (busy.get(job.provider) ?? 1) - 1);
-            inFlight.delete(job.taskId);
-            settleIdle();
-            if (!stopping) void pump();
-          });
+          // A store or queue failure inside a job (a database blip) is logged; the job's lease brings it back.
+          const run = runJob(job)
+            .catch((error: unknown) => logger.error({ err: error, taskId: job.taskId, jobId: job.id }, 'job stopped by an error outside its own handling'))
+            .finally(() => {
+              busy.set(job.provider, (busy.get(job.provider) ?? 1) - 1);
+              inFlight.delete(job.taskId);
+              settleIdle();
+              if (!stopping) void pump();
+            });
           inFlight.set(job.taskId, run);
         }
       } while (pumpAgain && !stopping);
@@ -207,7 +210,10 @@ export function createWorker(options: WorkerOptions): Worker {
     const remaining = (task.deadlineAt?.getTime() ?? Infinity) - clock.now().getTime();
     const cancelDeadline = Number.isFinite(remaining) ? clock.setTimeout(() => abort('timeout'), Math.max(0, remaining)) : () => {};
     const heartbeat = setInterval(() => {
-      void queue.extendLease({ jobId: job.id, workerId, leaseUntil: new Date(clock.now().getTime() + options.leaseMs) });
+      queue.extendLease({ jobId: job.id, workerId, leaseUntil: new Date(clock.now().getTime() + options.leaseMs) }).then(
+        (kept) => kept || log.warn('lease lost: another worker may have the job'),
+        (error: unknown) => log.warn({ err: error }, 'could not extend the lease'),
+      );
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     heartbeat.unref();
     // One directory per attempt: a render orphaned by a killed process cannot collide with its retry.
