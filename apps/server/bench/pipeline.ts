@@ -79,6 +79,9 @@ async function measure(name: string, database: Config['database']): Promise<Reco
       VIDGEN_WEBHOOK_CONCURRENCY: '64',
       VIDGEN_WEBHOOK_CA_FILE: caFile,
       VIDGEN_WEBHOOK_ALLOW_LOOPBACK: 'true',
+      VIDGEN_RATE_LIMIT_SUBMITS: '0',
+      VIDGEN_RATE_LIMIT_READS: '0',
+      VIDGEN_MAX_ACTIVE_TASKS: '0',
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -19,6 +19,10 @@ export interface Config {
   role: Role;
   /** VIDGEN_PRICES: JSON overriding credits per second, e.g. {"vidgen-2.0":{"1080p":20}}. */
   prices: PriceTable;
+  /** VIDGEN_RATE_LIMIT_SUBMITS / VIDGEN_RATE_LIMIT_READS: requests per key per minute (defaults 60 and 600; 0: no limit). */
+  rateLimits: { submit: number; read: number; windowMs: number };
+  /** VIDGEN_MAX_ACTIVE_TASKS: queued and processing tasks an account may have at once (default 20; 0: no cap). */
+  maxActiveTasks: number;
   /** VIDGEN_IDEMPOTENCY_TTL_HOURS: how long Idempotency-Key answers are replayed (default 24). */
   idempotencyTtlMs: number;
   /** VIDGEN_LOG_LEVEL: pino level (default info; silent for none). */
@@ -203,6 +207,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     database: db,
     role: role(env, db.kind),
     prices,
+    rateLimits: {
+      submit: integer(env, 'VIDGEN_RATE_LIMIT_SUBMITS', 60, 0, 1_000_000),
+      read: integer(env, 'VIDGEN_RATE_LIMIT_READS', 600, 0, 10_000_000),
+      windowMs: 60_000,
+    },
+    maxActiveTasks: integer(env, 'VIDGEN_MAX_ACTIVE_TASKS', 20, 0, 1_000_000),
     idempotencyTtlMs: integer(env, 'VIDGEN_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3600_000,
     logLevel,
     devBootstrap: boolean(env, 'VIDGEN_DEV_BOOTSTRAP', env.NODE_ENV !== 'production'),

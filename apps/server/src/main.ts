@@ -67,6 +67,7 @@ export async function runService(argv: string[]): Promise<void> {
       events,
       config,
       metrics: createMetrics(store),
+      rateLimiter: backend.rateLimiter,
       docsHtml: docsLoader(),
       isDraining: () => draining,
       wakeWorkers: () => worker?.wake(),
@@ -88,8 +89,10 @@ export async function runService(argv: string[]): Promise<void> {
     if (draining) return;
     draining = true;
     logger.info({ signal }, 'shutting down');
+    // The worker stops claiming at once (running jobs finish) while the HTTP server drains.
+    const workerStopped = worker?.stop();
     const finish = async () => {
-      await worker?.stop();
+      await workerStopped;
       await backend.close();
       process.exit(0);
     };

@@ -41,7 +41,7 @@ describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () =
   let accountId: string;
 
   /** Starts `src/main.ts --role <role>` (node with tsx as a loader: SIGKILL kills the server itself). */
-  function start(role: 'api' | 'worker'): Promise<{ child: ChildProcess; baseUrl: string }> {
+  function start(role: 'api' | 'worker', extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; baseUrl: string }> {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--role', role], {
       cwd: root,
       env: {
@@ -60,6 +60,11 @@ describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () =
         VIDGEN_WEBHOOK_ALLOW_LOOPBACK: 'true',
         VIDGEN_WEBHOOK_CONCURRENCY: '16',
         VIDGEN_WEBHOOK_CA_FILE: caFile,
+        // 300 tasks from one key in seconds: the load test lifts the per-key limits (tested below).
+        VIDGEN_RATE_LIMIT_SUBMITS: '0',
+        VIDGEN_RATE_LIMIT_READS: '0',
+        VIDGEN_MAX_ACTIVE_TASKS: '0',
+        ...extraEnv,
       },
     });
     processes.push(child);
@@ -172,5 +177,23 @@ describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () =
        WHERE retry_count > 0`,
     );
     expect(rows[0].n).toBeGreaterThan(0);
+  });
+
+  it('shares the request budget of a key across API processes (store-backed counters)', async () => {
+    const limited = { VIDGEN_RATE_LIMIT_READS: '10' };
+    const [a, b] = await Promise.all([start('api', limited), start('api', limited)]);
+    const answers: Response[] = [];
+    for (let i = 0; i < 12; i++) answers.push(await fetch(`${[a!.baseUrl, b!.baseUrl][i % 2]}/api/open/v1/models`, { headers: { Authorization: `Bearer ${key}` } }));
+    const statuses = answers.map((res) => res.status);
+    // The window may turn over during the run; then the count starts again, never more than 10 per window.
+    const firstRefusal = statuses.indexOf(429);
+    expect(firstRefusal === -1 ? statuses.every((s) => s === 200) : firstRefusal).toBe(firstRefusal === -1 ? true : 10);
+    expect(answers[0]!.headers.get('ratelimit-policy')).toBe('"read";q=10;w=60');
+    expect(answers[1]!.headers.get('ratelimit')).toMatch(/^"read";r=8;t=\d+$/);
+    if (firstRefusal !== -1) {
+      const refused = answers[firstRefusal]!;
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('rate_limited');
+    }
   });
 });

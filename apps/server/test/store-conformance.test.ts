@@ -198,6 +198,15 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     });
   });
 
+  it('caps active tasks per account in the submit transaction, under concurrency too', async () => {
+    const outcomes = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => store().submitTask({ job, task: task(1, later(i)), idempotency: null, maxActiveTasks: 3, now: later(i), respond })),
+    );
+    expect(outcomes.filter((o) => o.kind === 'created')).toHaveLength(3);
+    expect(outcomes.filter((o) => o.kind === 'too_many_active_tasks')).toEqual(Array(5).fill({ kind: 'too_many_active_tasks', limit: 3 }));
+    expect(await store().auditBalance('acc_1')).toEqual({ balance: 97, ledgerSum: 97 });
+  });
+
   describe('idempotency', () => {
     const claimKey = (key: string, fingerprint = 'f1') => ({ key, fingerprint, expiresAt: later(24 * 3600_000) });
 

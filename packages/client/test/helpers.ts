@@ -7,7 +7,18 @@ export const serverDir = resolve(import.meta.dirname, '../../../apps/server');
 export const tsx = resolve(serverDir, 'node_modules/.bin/tsx');
 
 export function serverEnv(dataDir: string): NodeJS.ProcessEnv {
-  return { ...process.env, VIDGEN_DATA_DIR: dataDir, VIDGEN_DEV_BOOTSTRAP: 'false', VIDGEN_LOG_LEVEL: 'warn', PORT: '0', HOST: '127.0.0.1' };
+  return {
+    ...process.env,
+    VIDGEN_DATA_DIR: dataDir,
+    VIDGEN_DEV_BOOTSTRAP: 'false',
+    VIDGEN_LOG_LEVEL: 'warn',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    // The suite submits faster than an application would: limits stay on, set above its pace.
+    VIDGEN_RATE_LIMIT_SUBMITS: '1000',
+    VIDGEN_RATE_LIMIT_READS: '10000',
+    VIDGEN_MAX_ACTIVE_TASKS: '1000',
+  };
 }
 
 /** The server's operator CLI on the suite's data dir, with `--json`. */

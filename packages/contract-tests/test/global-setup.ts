@@ -76,6 +76,10 @@ async function startServer(databaseUrl: string | undefined): Promise<{ target: T
     ...process.env,
     VIDGEN_DATA_DIR: dataDir,
     VIDGEN_DEV_BOOTSTRAP: 'false',
+    // The suite submits faster than an application would: limits stay on (their headers are checked), set above its pace.
+    VIDGEN_RATE_LIMIT_SUBMITS: '1000',
+    VIDGEN_RATE_LIMIT_READS: '10000',
+    VIDGEN_MAX_ACTIVE_TASKS: '1000',
     VIDGEN_LOG_LEVEL: 'warn',
     PORT: '0',
     HOST: '127.0.0.1',

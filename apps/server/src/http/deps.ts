@@ -5,6 +5,7 @@ import type { OutputFiles } from '../files/storage.js';
 import type { Clock, TaskEvents } from '../interfaces.js';
 import type { Store } from '../store/store.js';
 import type { Metrics } from './metrics.js';
+import type { RateLimiter, RateLimits } from './rate-limit.js';
 
 export interface AppConfig {
   prices: PriceTable;
@@ -16,6 +17,10 @@ export interface AppConfig {
   jobMaxAttempts: number;
   /** The provider each model is routed to; the job records it. */
   providers: Record<ModelId, string>;
+  /** Per-key request budgets (D10); absent: none. */
+  rateLimits?: RateLimits;
+  /** Queued and processing tasks an account may have at once (D10); absent or 0: no cap. */
+  maxActiveTasks?: number;
 }
 
 export interface AppDeps {
@@ -25,6 +30,8 @@ export interface AppDeps {
   events: TaskEvents;
   config: AppConfig;
   metrics?: Metrics;
+  /** Counts requests against `config.rateLimits`. */
+  rateLimiter?: RateLimiter;
   /** The built reference page, or undefined when it has not been built. */
   docsHtml?: () => string | undefined;
   /** True while the process drains for shutdown: readiness fails. */

@@ -8,7 +8,9 @@ import type { Logger } from 'pino';
 import { PROVIDER_NAMES, type Config } from '../config.js';
 import { createInProcessTaskEvents } from '../events/in-process.js';
 import { createPostgresTaskEvents } from '../events/postgres.js';
+import { createMemoryRateLimiter, type RateLimiter } from '../http/rate-limit.js';
 import type { TaskEvents } from '../interfaces.js';
+import { createPgRateLimiter } from './postgres/pg-rate-limiter.js';
 import { JOBS_CHANNEL, PgBossQueue } from '../queue/pg-boss-queue.js';
 import type { JobQueue } from '../queue/queue.js';
 import { PgStore } from './postgres/pg-store.js';
@@ -22,6 +24,8 @@ export interface Backend {
   store: Store;
   queue: JobQueue;
   events: TaskEvents;
+  /** Request budgets: in memory for one process, in the database when several share it. */
+  rateLimiter: RateLimiter;
   /** How often an idle worker looks for work nothing woke it for (leases run out, retries fall due). */
   workerPollMs: number;
   /** Called when another process enqueued a job (PostgreSQL); set by whoever runs a worker. */
@@ -40,6 +44,7 @@ export async function openBackend(
         store,
         queue: store,
         events: createInProcessTaskEvents(),
+        rateLimiter: createMemoryRateLimiter(),
         workerPollMs: Math.min(5_000, config.jobLeaseMs),
         onJobEnqueued: () => {},
         close: () => store.close(),
@@ -78,6 +83,7 @@ export async function openBackend(
         store,
         queue,
         events: events ?? createInProcessTaskEvents(),
+        rateLimiter: createPgRateLimiter(store.pool),
         // pg-boss does not announce jobs coming back (lease expiry) or falling due (retries): look every second.
         workerPollMs: 1_000,
         onJobEnqueued: (listener) => jobListeners.push(listener),

@@ -129,6 +129,7 @@ export type SubmitOutcome =
   | { kind: 'created'; task: TaskRecord; response: StoredResponse }
   | { kind: 'replayed'; response: StoredResponse }
   | { kind: 'insufficient_credits'; required: number; available: number }
+  | { kind: 'too_many_active_tasks'; limit: number }
   | { kind: 'idempotency_key_reused' }
   | { kind: 'idempotency_in_progress' };
 
@@ -176,6 +177,8 @@ export interface Store {
     /** The task's generation job, enqueued in the same transaction. */
     job: { maxAttempts: number; provider: string };
     idempotency: IdempotencyClaim | null;
+    /** Queued and processing tasks the account may have at once, this one included; null: no cap. Checked in the same transaction. */
+    maxActiveTasks?: number | null;
     now: Date;
     respond: (task: TaskRecord) => StoredResponse;
   }): Promise<SubmitOutcome>;

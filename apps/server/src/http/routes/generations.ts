@@ -13,6 +13,7 @@ import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
 import { authenticate, jsonBody, readJson } from '../middleware.js';
+import { rateLimit } from '../rate-limit.js';
 import { bodyValidator, honoPath, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
 
 type SubmitRequest = RequestBody<'submitGeneration'>;
@@ -34,7 +35,10 @@ function canonicalJson(value: unknown): string {
 
 export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   const { store, clock, events, config } = deps;
-  const auth = (operationId: string) => authenticate(deps, specOperation(operationId).scopes ?? []);
+  const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
+  /** The key and its scopes, then its budget: submissions have their own, everything else shares `read`. */
+  const auth = (operationId: string) =>
+    [authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, operationId === 'submitGeneration' ? 'submit' : 'read')] as const;
 
   const validateSubmitBody = bodyValidator<SubmitRequest>('submitGeneration');
   const validateSubmitHeaders = paramsValidator<{ 'Idempotency-Key'?: string }>('submitGeneration', 'header');
@@ -46,7 +50,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     aspectRatio: schemaDefault('SubmitGenerationRequest', 'aspectRatio') as AspectRatio,
   };
 
-  app.post(honoPath(specOperation('submitGeneration').path), auth('submitGeneration'), ...jsonBody(), async (c) => {
+  app.post(honoPath(specOperation('submitGeneration').path), ...auth('submitGeneration'), ...jsonBody(), async (c) => {
     const headers = validateSubmitHeaders({ 'idempotency-key': c.req.header('idempotency-key') });
     if (!headers.ok) throw invalid(headers.details);
     const body = await readJson(c);
@@ -86,6 +90,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
             expiresAt: new Date(now.getTime() + config.idempotencyTtlMs),
           }
         : null,
+      maxActiveTasks: config.maxActiveTasks || null,
       now,
       respond: (task) => ({
         status: 202,
@@ -110,6 +115,10 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
           { field: 'credits.required', message: 'credits this task costs', value: outcome.required },
           { field: 'credits.available', message: 'credits on the account', value: outcome.available },
         ]);
+      case 'too_many_active_tasks':
+        throw new ApiError('too_many_active_tasks', `this account already has ${outcome.limit} queued or processing tasks, the most it may have at once`, undefined, {
+          'Retry-After': '5',
+        });
       case 'idempotency_key_reused':
         throw new ApiError('idempotency_key_reused', 'this Idempotency-Key was already used with a different request body');
       case 'idempotency_in_progress':
@@ -136,7 +145,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     }
   }
 
-  app.get(honoPath(specOperation('getGeneration').path), auth('getGeneration'), async (c) => {
+  app.get(honoPath(specOperation('getGeneration').path), ...auth('getGeneration'), async (c) => {
     const query = validateGetQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const accountId = c.get('apiKey').accountId;
@@ -149,7 +158,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     return c.json(toTaskResource(task) satisfies SuccessBody<'getGeneration'>, 200);
   });
 
-  app.get(honoPath(specOperation('listGenerations').path), auth('listGenerations'), async (c) => {
+  app.get(honoPath(specOperation('listGenerations').path), ...auth('listGenerations'), async (c) => {
     const query = validateListQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const { limit = 20, cursor, status } = query.value;
@@ -170,7 +179,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     return c.json({ success: true, data: page.map(toTaskResource), nextCursor } satisfies SuccessBody<'listGenerations'>, 200);
   });
 
-  app.post(honoPath(specOperation('cancelGeneration').path), auth('cancelGeneration'), async (c) => {
+  app.post(honoPath(specOperation('cancelGeneration').path), ...auth('cancelGeneration'), async (c) => {
     const id = c.req.param('requestId')!;
     const outcome = await store.cancelTask({ accountId: c.get('apiKey').accountId, id, now: clock.now() });
     switch (outcome.kind) {

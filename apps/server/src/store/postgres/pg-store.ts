@@ -38,6 +38,8 @@ export type Queryable = Pick<pg.PoolClient, 'query'>;
 /** What the store needs of the job engine: enqueue inside the caller's transaction. */
 export interface PgJobs {
   enqueue(client: Queryable, job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number; runAt: Date }): Promise<void>;
+  /** Drops a task's jobs in a lane that have not started yet. */
+  cancelPending(client: Queryable, job: { provider: string; taskId: string }): Promise<void>;
 }
 
 /** bigint (int8) columns as numbers: credits and ids stay far below 2^53. */
@@ -244,6 +246,11 @@ export class PgStore implements Store {
         const available = (await this.one(SQL.selectAccount, [task.accountId], client))?.balance ?? 0;
         throw new RollBack<SubmitOutcome>({ kind: 'insufficient_credits', required: task.creditsCharged, available });
       }
+      if (input.maxActiveTasks) {
+        // The charge above locked the account's row: submissions of one account pass here one at a time.
+        const active = await this.one(`SELECT count(*)::int AS n FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`, [task.accountId], client);
+        if (active!.n >= input.maxActiveTasks) throw new RollBack<SubmitOutcome>({ kind: 'too_many_active_tasks', limit: input.maxActiveTasks });
+      }
       await client.query(
         `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
                             webhook_url, credits_charged, deadline_at, created_at, updated_at)
@@ -440,6 +447,8 @@ export class PgStore implements Store {
         client,
       );
       if (!row) return undefined;
+      // One chain of attempts per delivery: a scheduled retry is replaced by this one, not doubled.
+      await this.jobs.cancelPending(client, { provider: 'webhooks', taskId: row.task_id });
       await this.jobs.enqueue(client, { kind: 'deliver', taskId: row.task_id, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts, runAt: input.now });
       return toDelivery(row);
     });

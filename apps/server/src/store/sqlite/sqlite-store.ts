@@ -176,6 +176,9 @@ export class SqliteStore implements Store, JobQueue {
             return { kind: 'replayed', response: { status: claimed.response_status, body: JSON.parse(claimed.response_body) } };
           }
         }
+        if (input.maxActiveTasks && (this.sql.countActiveTasks.pluck().get(task.accountId) as number) >= input.maxActiveTasks) {
+          return { kind: 'too_many_active_tasks', limit: input.maxActiveTasks };
+        }
         const charged = this.sql.chargeBalance.run({ id: task.accountId, amount: task.creditsCharged }).changes === 1;
         if (!charged) {
           const available = (this.sql.selectAccount.get(task.accountId) as Row | undefined)?.balance ?? 0;
@@ -576,6 +579,7 @@ function prepareStatements(db: Database.Database) {
       `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = @now, completed_at = @now
        WHERE id = @id AND status IN ${inList(CANCELLABLE_STATES)}`,
     ),
+    countActiveTasks: db.prepare(`SELECT count(*) FROM tasks WHERE account_id = ? AND status IN ${inList(ACTIVE_STATES)}`),
     countTasksByStatus: db.prepare('SELECT status, count(*) AS count FROM tasks GROUP BY status'),
   };
 }
