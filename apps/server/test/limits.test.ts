@@ -1,24 +1,22 @@
-/** D10 limits over HTTP: per-key submit and read budgets with their headers, and the active-task cap. */
-import { describe, expect, it } from 'vitest';
-import { DEFAULT_PRICES } from '../src/domain/catalog.js';
-import { createMemoryRateLimiter } from '../src/http/rate-limit.js';
-import { harness, SUBMIT, validSubmit } from './support.js';
+/** D10 limits over HTTP on both stores: per-key submit and read budgets with their headers, and the active-task cap. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AppConfig } from '../src/http/deps.js';
+import { SUBMIT, testConfig, validSubmit } from './support.js';
+import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
 
-const config = (patch: Record<string, unknown>) => ({
-  prices: DEFAULT_PRICES,
-  idempotencyTtlMs: 24 * 3600_000,
-  taskDeadlineMs: 30 * 60_000,
-  jobMaxAttempts: 3,
-  providers: { 'vidgen-2.0': 'local', 'vidgen-2.0-fast': 'local', 'vidgen-1.5-pro': 'local' } as const,
-  ...patch,
-});
+describe.each(backendKinds)('limits on $name', ({ skip, open }) => {
+  let opened: OpenedBackend;
+  beforeAll(async () => {
+    if (!skip) opened = await open();
+  });
+  afterAll(async () => opened?.done());
 
-const limited = (submit: number, read: number) =>
-  harness({ rateLimiter: createMemoryRateLimiter(), config: config({ rateLimits: { submit, read, windowMs: 60_000 } }) });
+  const harness = async (config: Partial<AppConfig>) => backendHarness(await opened.fresh(), { config: testConfig(config) });
+  const limited = (submit: number, read: number) => harness({ rateLimits: { submit, read, windowMs: 60_000 } });
 
-describe('per-key rate limits', () => {
+describe.skipIf(skip)('per-key rate limits', () => {
   it('announces the submit budget on every answer and refuses past it with 429 rate_limited and Retry-After', async () => {
-    const h = limited(3, 100);
+    const h = await limited(3, 100);
     const { key, accountId } = await h.account();
     const answers: Response[] = [];
     for (let i = 0; i < 3; i++) answers.push(await h.request('POST', SUBMIT, { key, body: validSubmit() }));
@@ -42,7 +40,7 @@ describe('per-key rate limits', () => {
   });
 
   it('counts reads (query, list, cancel, models) in their own budget, apart from submissions', async () => {
-    const h = limited(100, 2);
+    const h = await limited(100, 2);
     const { key } = await h.account();
     const submitted = (await (await h.request('POST', SUBMIT, { key, body: validSubmit() })).json()) as { requestId: string };
     expect((await h.request('GET', `${SUBMIT}/${submitted.requestId}`, { key })).headers.get('ratelimit')).toBe('"read";r=1;t=60');
@@ -55,7 +53,7 @@ describe('per-key rate limits', () => {
   });
 
   it('keeps budgets per key: another key of the same account is not held back', async () => {
-    const h = limited(1, 100);
+    const h = await limited(1, 100);
     const first = await h.account();
     expect((await h.request('POST', SUBMIT, { key: first.key, body: validSubmit() })).status).toBe(202);
     expect((await h.request('POST', SUBMIT, { key: first.key, body: validSubmit() })).status).toBe(429);
@@ -64,7 +62,7 @@ describe('per-key rate limits', () => {
   });
 
   it('carries the headers on an error answer too (a bad body still spends the budget)', async () => {
-    const h = limited(5, 100);
+    const h = await limited(5, 100);
     const { key } = await h.account();
     const bad = await h.request('POST', SUBMIT, { key, body: { model: 'vidgen-9', prompt: 'x' } });
     expect(bad.status).toBe(400);
@@ -72,7 +70,7 @@ describe('per-key rate limits', () => {
   });
 
   it('refuses no one when the budget is 0 (off)', async () => {
-    const h = limited(0, 0);
+    const h = await limited(0, 0);
     const { key } = await h.account();
     const res = await h.request('GET', '/api/open/v1/models', { key });
     expect(res.status).toBe(200);
@@ -80,9 +78,9 @@ describe('per-key rate limits', () => {
   });
 });
 
-describe('the active-task cap', () => {
+describe.skipIf(skip)('the active-task cap', () => {
   it('refuses a submission past the cap with 429 too_many_active_tasks, charging nothing, and accepts again once one ends', async () => {
-    const h = harness({ config: config({ maxActiveTasks: 2 }) });
+    const h = await harness({ maxActiveTasks: 2 });
     const { key, accountId } = await h.account(1_000);
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) ids.push(((await (await h.request('POST', SUBMIT, { key, body: validSubmit() })).json()) as { requestId: string }).requestId);
@@ -98,11 +96,12 @@ describe('the active-task cap', () => {
   });
 
   it('replays an Idempotency-Key even at the cap (the replay creates nothing)', async () => {
-    const h = harness({ config: config({ maxActiveTasks: 1 }) });
+    const h = await harness({ maxActiveTasks: 1 });
     const { key } = await h.account(1_000);
     const first = await h.request('POST', SUBMIT, { key, body: validSubmit(), headers: { 'Idempotency-Key': 'once' } });
     const again = await h.request('POST', SUBMIT, { key, body: validSubmit(), headers: { 'Idempotency-Key': 'once' } });
     expect([first.status, again.status]).toEqual([202, 202]);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
   });
+});
 });

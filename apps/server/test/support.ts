@@ -5,9 +5,10 @@ import { createApp } from '../src/app.js';
 import { DEFAULT_PRICES } from '../src/domain/catalog.js';
 import type { Scope } from '../src/domain/keys.js';
 import { createInProcessTaskEvents } from '../src/events/in-process.js';
-import type { AppDeps } from '../src/http/deps.js';
+import type { AppConfig, AppDeps } from '../src/http/deps.js';
 import type { Clock } from '../src/interfaces.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../src/store/store.js';
 
 /** A clock that moves only when told to, firing the timers that fall due. */
 export class ManualClock implements Clock {
@@ -34,9 +35,9 @@ export class ManualClock implements Clock {
 
 export const silentLogger = pino({ level: 'silent' });
 
-export interface Harness {
+export interface Harness<S extends Store = SqliteStore> {
   app: ReturnType<typeof createApp>;
-  store: SqliteStore;
+  store: S;
   clock: ManualClock;
   deps: AppDeps;
   /** Creates an account with credits and a key; returns both ids and the key. */
@@ -44,32 +45,42 @@ export interface Harness {
   request(method: string, path: string, init?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
 }
 
+/** The AppConfig tests start from: default prices, every model on the local provider, no limits. */
+export const testConfig = (patch: Partial<AppConfig> = {}): AppConfig => ({
+  prices: DEFAULT_PRICES,
+  idempotencyTtlMs: 24 * 3600_000,
+  taskDeadlineMs: 30 * 60_000,
+  jobMaxAttempts: 3,
+  providers: { 'vidgen-2.0': 'local', 'vidgen-2.0-fast': 'local', 'vidgen-1.5-pro': 'local' },
+  ...patch,
+});
+
+/** An app over a fresh in-memory SQLite store. */
 export function harness(overrides: Partial<AppDeps> = {}, path = ':memory:'): Harness {
-  const store = new SqliteStore(path);
+  return harnessOver(new SqliteStore(path), overrides);
+}
+
+/** An app over any store (see support/backends.ts for both kinds). */
+export function harnessOver<S extends Store>(store: S, overrides: Partial<AppDeps> = {}): Harness<S> {
   const clock = new ManualClock();
   const deps: AppDeps = {
     store,
     clock,
     logger: silentLogger,
     events: createInProcessTaskEvents(),
-    config: {
-      prices: DEFAULT_PRICES,
-      idempotencyTtlMs: 24 * 3600_000,
-      taskDeadlineMs: 30 * 60_000,
-      jobMaxAttempts: 3,
-      providers: { 'vidgen-2.0': 'local', 'vidgen-2.0-fast': 'local', 'vidgen-1.5-pro': 'local' },
-    },
+    config: testConfig(),
     ...overrides,
   };
   const app = createApp(deps);
-  const h: Harness = {
+  const h: Harness<S> = {
     app,
     store,
-    clock,
+    clock: deps.clock as ManualClock,
     deps,
     async account(credits = 1_000_000, scopes: Scope[] = ['tasks:read', 'tasks:write']) {
-      const account = await createAccount(store, { name: 'test', credits, now: clock.now() });
-      const { key, record } = await issueApiKey(store, { accountId: account.id, mode: 'test', scopes, name: null, expiresAt: null, now: clock.now() });
+      const now = deps.clock.now();
+      const account = await createAccount(store, { name: 'test', credits, now });
+      const { key, record } = await issueApiKey(store, { accountId: account.id, mode: 'test', scopes, name: null, expiresAt: null, now });
       return { accountId: account.id, key, keyId: record.id };
     },
     request(method, url, init = {}) {
