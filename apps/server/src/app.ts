@@ -8,6 +8,7 @@ import type { AppEnv } from './http/context.js';
 import type { AppDeps } from './http/deps.js';
 import { ApiError } from './http/errors.js';
 import { createMetrics } from './http/metrics.js';
+import { refuseWhileDraining } from './http/drain.js';
 import { observe } from './http/middleware.js';
 import { registerFileRoutes } from './http/routes/files.js';
 import { registerGenerationRoutes } from './http/routes/generations.js';
@@ -21,6 +22,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   deps = { ...deps, metrics: deps.metrics ?? createMetrics(deps.store, { processMetrics: false }) };
   const app = new Hono<AppEnv>();
   app.use('*', observe({ ...deps, metrics: deps.metrics! }));
+  app.use('*', refuseWhileDraining(deps.shutdown));
 
   registerServiceRoutes(app, deps);
   registerModelRoutes(app, deps);

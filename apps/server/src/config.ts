@@ -49,6 +49,8 @@ export interface Config {
   concurrency: Record<ProviderName, number>;
   /** VIDGEN_JOB_LEASE_SECONDS: a claimed job returns to the queue this long after its worker stops renewing it (default 60). */
   jobLeaseMs: number;
+  /** VIDGEN_SHUTDOWN_GRACE_SECONDS: on SIGTERM, how long running renders may take to finish before they are handed back (default 25). */
+  shutdownGraceMs: number;
   /** VIDGEN_PROVIDERS: JSON model → provider (`local`, `byteplus`, or `instant` for benchmarks); default every model on `local`. */
   providers: Record<ModelId, ProviderName>;
   /** VIDGEN_INSTANT_DELAY_MS: how long the instant provider takes per task (default 0). */
@@ -230,6 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       instant: integer(env, 'VIDGEN_INSTANT_CONCURRENCY', 64, 0, 1024),
     },
     jobLeaseMs: integer(env, 'VIDGEN_JOB_LEASE_SECONDS', 60, 1, 3600) * 1000,
+    shutdownGraceMs: integer(env, 'VIDGEN_SHUTDOWN_GRACE_SECONDS', 25, 0, 3600) * 1000,
     providers: modelMap<ProviderName>(env, 'VIDGEN_PROVIDERS', 'local', PROVIDER_NAMES),
     instantDelayMs: integer(env, 'VIDGEN_INSTANT_DELAY_MS', 0, 0, 600_000),
     byteplus: {

@@ -51,7 +51,7 @@ export async function runService(argv: string[]): Promise<void> {
     }
   }
 
-  let draining = false;
+  const shutdown = new AbortController();
   let listeningUrl = `http://127.0.0.1:${config.port}`;
   const files = createOutputFiles(config, () => listeningUrl);
   const worker = runsWorker ? createPipelineWorker({ config, store, queue, pollMs: backend.workerPollMs, events, clock, logger, files }) : undefined;
@@ -59,6 +59,8 @@ export async function runService(argv: string[]): Promise<void> {
   if (worker) backend.onJobEnqueued(() => worker.wake());
 
   let server: ReturnType<typeof serve> | undefined;
+  let inFlight = 0;
+  let requestsDone: (() => void) | undefined;
   if (runsApi) {
     const app = createApp({
       store,
@@ -69,11 +71,20 @@ export async function runService(argv: string[]): Promise<void> {
       metrics: createMetrics(store),
       rateLimiter: backend.rateLimiter,
       docsHtml: docsLoader(),
-      isDraining: () => draining,
+      shutdown: shutdown.signal,
       wakeWorkers: () => worker?.wake(),
       files,
     });
-    server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
+    // Requests being answered, so that a drain knows when the last one is done.
+    const fetch: typeof app.fetch = async (request, ...rest) => {
+      inFlight++;
+      try {
+        return await app.fetch(request, ...rest);
+      } finally {
+        if (--inFlight === 0) requestsDone?.();
+      }
+    };
+    server = serve({ fetch, port: config.port, hostname: config.host }, (info) => {
       listeningUrl = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${info.port}`;
       logger.info({ port: info.port, host: config.host, database: config.database.kind }, 'listening');
       process.stdout.write(`vidgen: listening on ${listeningUrl}\n`);
@@ -85,22 +96,43 @@ export async function runService(argv: string[]): Promise<void> {
     process.stdout.write('vidgen: worker started\n');
   }
 
-  const shutdown = (signal: string) => {
-    if (draining) return;
-    draining = true;
-    logger.info({ signal }, 'shutting down');
-    // The worker stops claiming at once (running jobs finish) while the HTTP server drains.
-    const workerStopped = worker?.stop();
-    const finish = async () => {
-      await workerStopped;
-      await backend.close();
-      process.exit(0);
-    };
-    if (server) server.close(() => void finish());
-    else void finish();
+  /**
+   * SIGTERM (or SIGINT) drains: readiness fails and new requests get 503
+   * (http/drain.ts), long polls answer now, the worker claims nothing more and
+   * gives running renders VIDGEN_SHUTDOWN_GRACE_SECONDS before handing them
+   * back to the queue; once both are done the listener closes and the process
+   * exits 0. A second signal hands running renders back at once.
+   */
+  const drain = async (signal: string) => {
+    if (shutdown.signal.aborted) {
+      logger.warn({ signal }, 'second signal: handing running renders back now');
+      await worker?.stop({ graceMs: 0 });
+      return;
+    }
+    shutdown.abort();
+    logger.info({ signal, graceMs: config.shutdownGraceMs }, 'draining for shutdown');
+    const requestsFinished = inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => (requestsDone = resolve));
+    await Promise.all([worker?.stop({ graceMs: config.shutdownGraceMs }), requestsFinished]);
+    if (server) {
+      const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
+      // Answers sent during the drain said Connection: close; idle keep-alive sockets go now.
+      const http = server as import('node:http').Server;
+      http.closeIdleConnections();
+      // A client that keeps a connection busy past the grace loses it.
+      setTimeout(() => http.closeAllConnections(), Math.max(1_000, config.shutdownGraceMs)).unref();
+      await closed;
+    }
+    await backend.close();
+    logger.info('stopped');
+    process.exit(0);
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  const onSignal = (signal: string) =>
+    void drain(signal).catch((error: unknown) => {
+      logger.error({ err: error }, 'shutdown failed');
+      process.exit(1);
+    });
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
 }
 
 try {

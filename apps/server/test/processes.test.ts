@@ -122,3 +122,132 @@ describe('roles', () => {
     }
   });
 });
+
+describe('graceful shutdown (SIGTERM)', () => {
+  /** A server on a fresh data dir with one model on the instant provider; resolves once it listens. */
+  async function startServer(dir: string, extra: NodeJS.ProcessEnv) {
+    const child = spawn(tsx, ['src/main.ts'], {
+      cwd: root,
+      env: { ...env, VIDGEN_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', VIDGEN_PROVIDERS: '{"vidgen-2.0-fast":"instant"}', VIDGEN_INSTANT_CONCURRENCY: '1', ...extra },
+    });
+    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    let output = '';
+    const baseUrl = await new Promise<string>((done, fail) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        const match = /listening on (http:\/\/\S+)/.exec(output);
+        if (match) done(match[1]!);
+      });
+      void exited.then((code) => fail(new Error(`exited ${code}: ${output}`)));
+    });
+    const api = (path: string, init: RequestInit = {}) =>
+      fetch(`${baseUrl}/api/open/v1${path}`, { ...init, headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', ...init.headers } });
+    const key = /(vg_test_[0-9A-Za-z]{38})/.exec(output)?.[1] ?? extra.KEY;
+    const accountId = /development account \((acc_\w+)\)/.exec(output)?.[1] ?? extra.ACCOUNT;
+    return { child, exited, baseUrl, key: key!, accountId: accountId!, api };
+  }
+  type Server = Awaited<ReturnType<typeof startServer>>;
+
+  const submit = async (server: Server) => {
+    const res = await server.api('/video/generations', { method: 'POST', body: JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'a lighthouse at dusk', duration: 4, resolution: '480p' }) });
+    expect(res.status).toBe(202);
+    return ((await res.json()) as { requestId: string }).requestId;
+  };
+  const status = async (server: Server, id: string, wait?: number) =>
+    ((await (await server.api(`/video/generations/${id}${wait ? `?wait=${wait}` : ''}`)).json()) as { status: string }).status;
+  /** Long-polls until the task has `wanted` (each poll returns at its first change). */
+  async function reaches(server: Server, id: string, wanted: string) {
+    if ((await status(server, id)) === wanted) return;
+    for (let i = 0; i < 20; i++) if ((await status(server, id, 5)) === wanted) return;
+    throw new Error(`${id} never reached ${wanted}`);
+  }
+  const inFlight = async (server: Server) => Number(/^vidgen_http_requests_in_flight (\d+)/m.exec(await (await fetch(`${server.baseUrl}/metrics`)).text())?.[1]);
+  const ledgerOf = async (dir: string, accountId: string) => JSON.parse((await vidgenWith({ ...env, VIDGEN_DATA_DIR: dir }, 'ledger', '--account', accountId, '--json')).stdout);
+
+  it('fails readiness, refuses new requests with 503, answers a waiting long poll at once, hands the running render back on a second signal and exits 0; a restart finishes every task, charged once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vidgen-drain-'));
+    const server = await startServer(dir, { VIDGEN_INSTANT_DELAY_MS: '600000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '600' });
+    try {
+      const rendering = await submit(server);
+      await reaches(server, rendering, 'processing');
+      const waiting = await submit(server);
+      expect(await status(server, waiting)).toBe('queued');
+
+      const longPoll = server.api(`/video/generations/${waiting}?wait=30`);
+      // The long poll is being answered: itself and this /metrics request.
+      for (let i = 0; (await inFlight(server)) < 2; i++) if (i > 1000) throw new Error('the long poll never arrived');
+      const started = Date.now();
+      server.child.kill('SIGTERM');
+
+      const polled = await longPoll;
+      expect(polled.status).toBe(200);
+      expect(((await polled.json()) as { status: string }).status).toBe('queued');
+      expect(Date.now() - started).toBeLessThan(20_000);
+
+      const ready = await fetch(`${server.baseUrl}/readyz`);
+      expect(ready.status).toBe(503);
+      expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200);
+      const refused = await server.api(`/video/generations/${rendering}`);
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('unavailable');
+
+      // The render would take 10 minutes and the grace is as long: a second signal hands it back now.
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+
+      const restarted = await startServer(dir, { VIDGEN_INSTANT_DELAY_MS: '0', KEY: server.key, ACCOUNT: server.accountId });
+      try {
+        await reaches(restarted, rendering, 'succeeded');
+        await reaches(restarted, waiting, 'succeeded');
+      } finally {
+        restarted.child.kill('SIGTERM');
+        expect(await restarted.exited).toBe(0);
+      }
+      const ledger = await ledgerOf(dir, server.accountId);
+      expect(ledger.consistent).toBe(true);
+      const kinds = (id: string) => ledger.entries.filter((e: { taskId: string }) => e.taskId === id).map((e: { kind: string }) => e.kind);
+      expect([kinds(rendering), kinds(waiting)]).toEqual([['charge'], ['charge']]);
+    } finally {
+      server.child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('hands a render still running at the end of the grace back by itself, and exits 0', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vidgen-grace-'));
+    const server = await startServer(dir, { VIDGEN_INSTANT_DELAY_MS: '600000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '1' });
+    try {
+      const id = await submit(server);
+      await reaches(server, id, 'processing');
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      const restarted = await startServer(dir, { VIDGEN_INSTANT_DELAY_MS: '0', KEY: server.key, ACCOUNT: server.accountId });
+      try {
+        await reaches(restarted, id, 'succeeded');
+      } finally {
+        restarted.child.kill('SIGTERM');
+        await restarted.exited;
+      }
+    } finally {
+      server.child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('lets a render that ends within the grace finish before exiting', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vidgen-finish-'));
+    const server = await startServer(dir, { VIDGEN_INSTANT_DELAY_MS: '3000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '60' });
+    try {
+      const id = await submit(server);
+      await reaches(server, id, 'processing');
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      const shown = JSON.parse((await vidgenWith({ ...env, VIDGEN_DATA_DIR: dir }, 'tasks', 'show', id, '--json')).stdout);
+      expect(shown.status).toBe('succeeded');
+    } finally {
+      server.child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

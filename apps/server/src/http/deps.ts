@@ -34,8 +34,8 @@ export interface AppDeps {
   rateLimiter?: RateLimiter;
   /** The built reference page, or undefined when it has not been built. */
   docsHtml?: () => string | undefined;
-  /** True while the process drains for shutdown: readiness fails. */
-  isDraining?: () => boolean;
+  /** Aborted when the process starts draining for shutdown (http/drain.ts). */
+  shutdown?: AbortSignal;
   /** Tells workers in this process that a job was enqueued (so they need not wait for their poll). */
   wakeWorkers?: () => void;
   /** Serves output files (GET /files/…); absent when this process serves none. */

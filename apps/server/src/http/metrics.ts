@@ -4,6 +4,8 @@ import type { Store } from '../store/store.js';
 
 export interface Metrics {
   registry: Registry;
+  /** A request came in; call the returned function when it is answered. */
+  requestStarted(): () => void;
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   creditsCharged(amount: number): void;
   creditsRefunded(amount: number): void;
@@ -25,6 +27,7 @@ export function createMetrics(store: Store, { processMetrics = true } = {}): Met
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  const inFlight = new Gauge({ name: 'vidgen_http_requests_in_flight', help: 'HTTP requests being answered (long polls included).', registers: [registry] });
   const charged = new Counter({ name: 'vidgen_credits_charged_total', help: 'Credits charged at acceptance.', registers: [registry] });
   const refunded = new Counter({ name: 'vidgen_credits_refunded_total', help: 'Credits refunded for failed and cancelled tasks.', registers: [registry] });
   new Gauge({
@@ -38,6 +41,10 @@ export function createMetrics(store: Store, { processMetrics = true } = {}): Met
   });
   return {
     registry,
+    requestStarted() {
+      inFlight.inc();
+      return () => inFlight.dec();
+    },
     observeRequest(method, route, status, seconds) {
       requests.inc({ method, route, status: String(status) });
       latency.observe({ method, route }, seconds);

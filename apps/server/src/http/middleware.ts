@@ -20,7 +20,12 @@ export function observe(deps: { clock: Clock; logger: Logger; metrics: Metrics }
     const given = c.req.header('x-correlation-id');
     const correlationId = given && CORRELATION_ID.test(given) ? given : newCorrelationId(deps.clock.now());
     c.set('correlationId', correlationId);
-    await next();
+    const answered = deps.metrics.requestStarted();
+    try {
+      await next();
+    } finally {
+      answered();
+    }
     c.res.headers.set('X-Correlation-Id', correlationId);
     const seconds = (performance.now() - started) / 1000;
     const route = c.req.routePath === '/*' ? 'unmatched' : c.req.routePath;

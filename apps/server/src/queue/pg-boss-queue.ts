@@ -153,7 +153,16 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   async retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
-    const { lane, id, claim, provider } = parseJobId(input.jobId);
+    await this.handOn(input.jobId, input.runAt, { error: input.error }, 1);
+  }
+
+  async release(input: { jobId: string; workerId: string; now: Date }): Promise<void> {
+    await this.handOn(input.jobId, input.now, { released: true }, 0);
+  }
+
+  /** Completes this claim and sends its successor at `runAt`, in one transaction; `counted` 1 makes this claim an attempt. */
+  private async handOn(jobIdValue: string, runAt: Date, output: object, counted: 0 | 1): Promise<void> {
+    const { lane, id, claim, provider } = parseJobId(jobIdValue);
     await this.options.transaction(async (client) => {
       const [job] = (
         await client.query(`SELECT data, retry_count FROM ${SCHEMA}.job WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active' FOR UPDATE`, [
@@ -165,10 +174,10 @@ export class PgBossQueue implements JobQueue, PgJobs {
       // Not ours any more (its lease ran out and another worker has it): nothing to hand on.
       if (!job) return;
       const data = job.data as JobData;
-      await this.finish(client, input.jobId, 'completed', { error: input.error });
+      await this.finish(client, jobIdValue, 'completed', output);
       // Claims after lost leases count as attempts in the successor too.
-      const attempt = data.attempt + (job.retry_count as number) + 1;
-      await this.enqueue(client, { kind: data.kind, taskId: data.taskId, provider, maxAttempts: data.maxAttempts, runAt: input.runAt }, attempt);
+      const attempt = data.attempt + (job.retry_count as number) + counted;
+      await this.enqueue(client, { kind: data.kind, taskId: data.taskId, provider, maxAttempts: data.maxAttempts, runAt }, attempt);
     });
   }
 

@@ -27,6 +27,8 @@ export interface JobQueue {
   complete(jobId: string, now: Date): Promise<void>;
   /** Makes the job available again at `runAt` (backoff after an unexpected error). */
   retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void>;
+  /** Hands a running job back untouched (shutdown): available at once, this claim not counted as an attempt. */
+  release(input: { jobId: string; workerId: string; now: Date }): Promise<void>;
   /** Gives up on the job for good. */
   bury(input: { jobId: string; error: string; now: Date }): Promise<void>;
   /** Counts by state, for metrics and tests. */

@@ -53,8 +53,13 @@ export interface Worker {
   start(): void;
   /** Looks for work now (called when a job is enqueued in this process). */
   wake(): void;
-  /** Stops claiming, aborts nothing; resolves when running jobs have finished. */
-  stop(): Promise<void>;
+  /**
+   * Stops claiming; resolves when running jobs have finished. Renders still
+   * running after `graceMs` (default: no bound) are stopped and their jobs
+   * handed back to the queue for another worker, without counting an attempt.
+   * A second call with a shorter bound shortens it.
+   */
+  stop(options?: { graceMs?: number }): Promise<void>;
   /** Resolves when no job is running (tests). */
   idle(): Promise<void>;
   readonly running: number;
@@ -64,6 +69,8 @@ export function createWorker(options: WorkerOptions): Worker {
   const { store, queue, events, clock, logger } = options;
   const workerId = `worker_${newUlid(clock.now().getTime())}`;
   const inFlight = new Map<string, Promise<void>>();
+  /** Stops each running render for shutdown (its job is handed back). */
+  const handBack = new Set<() => void>();
   const busy = new Map<string, number>();
   /** Providers with a free slot. */
   const open = () => Object.entries(options.concurrency).filter(([name, limit]) => (busy.get(name) ?? 0) < limit).map(([name]) => name);
@@ -201,12 +208,14 @@ export function createWorker(options: WorkerOptions): Worker {
     events.publish(task.id, task.status);
 
     const controller = new AbortController();
-    let abortReason: 'cancelled' | 'timeout' | undefined;
-    const abort = (reason: 'cancelled' | 'timeout') => {
+    let abortReason: 'cancelled' | 'timeout' | 'shutdown' | undefined;
+    const abort = (reason: 'cancelled' | 'timeout' | 'shutdown') => {
       abortReason ??= reason;
       controller.abort(reason);
     };
     const unsubscribe = events.subscribe(task.id, (status) => status === 'cancelled' && abort('cancelled'));
+    const onShutdown = () => abort('shutdown');
+    handBack.add(onShutdown);
     const remaining = (task.deadlineAt?.getTime() ?? Infinity) - clock.now().getTime();
     const cancelDeadline = Number.isFinite(remaining) ? clock.setTimeout(() => abort('timeout'), Math.max(0, remaining)) : () => {};
     const heartbeat = setInterval(() => {
@@ -230,6 +239,11 @@ export function createWorker(options: WorkerOptions): Worker {
 
       if (abortReason === 'cancelled') {
         log.info('render stopped: the task was cancelled');
+      } else if (abortReason === 'shutdown' && !result?.ok) {
+        // The task stays processing; the next claim starts it again (startTask takes a processing task).
+        await queue.release({ jobId: job.id, workerId, now });
+        log.info('render stopped for shutdown: job handed back');
+        return;
       } else if (abortReason === 'timeout') {
         const failed = await store.failTask({ id: task.id, now, code: 'timeout', message: 'no result within the deadline' });
         if (failed.kind === 'failed') events.publish(task.id, failed.task.status);
@@ -260,6 +274,7 @@ export function createWorker(options: WorkerOptions): Worker {
       }
     } finally {
       clearInterval(heartbeat);
+      handBack.delete(onShutdown);
       cancelDeadline();
       unsubscribe();
       await rm(dir, { recursive: true, force: true });
@@ -276,10 +291,16 @@ export function createWorker(options: WorkerOptions): Worker {
     wake() {
       if (started && !stopping) void pump();
     },
-    async stop() {
+    async stop({ graceMs }: { graceMs?: number } = {}) {
       stopping = true;
       cancelTimer?.();
-      await Promise.allSettled([...inFlight.values()]);
+      const handBackAll = () => [...handBack].forEach((stopRender) => stopRender());
+      const cancelGrace = graceMs === undefined ? () => {} : graceMs <= 0 ? (handBackAll(), () => {}) : clock.setTimeout(handBackAll, graceMs);
+      try {
+        await Promise.allSettled([...inFlight.values()]);
+      } finally {
+        cancelGrace();
+      }
     },
     idle() {
       return inFlight.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));

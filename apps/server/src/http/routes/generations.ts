@@ -11,6 +11,7 @@ import { toTaskResource } from '../../domain/task-view.js';
 import type { TaskRecord } from '../../store/store.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
+import { onShutdown } from '../drain.js';
 import { ApiError } from '../errors.js';
 import { authenticate, jsonBody, readJson } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
@@ -132,7 +133,9 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     const changed = new Promise<void>((resolve) => {
       const unsubscribe = events.subscribe(id, (status) => status !== from && resolve());
       const cancelTimer = clock.setTimeout(resolve, seconds * 1000);
-      release = () => (unsubscribe(), cancelTimer());
+      // A draining process answers its long polls now, with the task as it is.
+      const cancelShutdown = onShutdown(deps.shutdown, resolve);
+      release = () => (unsubscribe(), cancelTimer(), cancelShutdown());
     });
     try {
       // Read again after subscribing: a change between the first read and the subscription is not lost.

@@ -10,7 +10,7 @@ export function registerServiceRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   app.get('/healthz', (c) => c.json({ status: 'ok' } satisfies SuccessBody<'getHealth'>, 200));
 
   app.get('/readyz', async (c) => {
-    if (deps.isDraining?.()) throw new ApiError('unavailable', 'the service is shutting down; retry on another instance', undefined, { 'Retry-After': '1' });
+    if (deps.shutdown?.aborted) throw new ApiError('unavailable', 'the service is shutting down; retry on another instance', undefined, { 'Retry-After': '1' });
     try {
       await deps.store.ping();
     } catch (error) {

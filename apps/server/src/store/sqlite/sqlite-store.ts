@@ -435,6 +435,10 @@ export class SqliteStore implements Store, JobQueue {
     this.sql.retryJob.run({ id: Number(input.jobId), run_at: ms(input.runAt), error: input.error, now: ms(input.now) });
   }
 
+  async release(input: { jobId: string; workerId: string; now: Date }): Promise<void> {
+    this.sql.releaseJob.run({ id: Number(input.jobId), worker: input.workerId, now: ms(input.now) });
+  }
+
   async bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
     this.sql.finishJob.run({ id: Number(input.jobId), state: 'dead', error: input.error, now: ms(input.now) });
   }
@@ -539,6 +543,10 @@ function prepareStatements(db: Database.Database) {
     finishJob: db.prepare(`UPDATE jobs SET state = @state, last_error = @error, lease_until = NULL, updated_at = @now WHERE id = @id`),
     retryJob: db.prepare(
       `UPDATE jobs SET state = 'available', run_at = @run_at, last_error = @error, lease_until = NULL, leased_by = NULL, updated_at = @now WHERE id = @id`,
+    ),
+    releaseJob: db.prepare(
+      `UPDATE jobs SET state = 'available', run_at = @now, attempts = attempts - 1, lease_until = NULL, leased_by = NULL, updated_at = @now
+       WHERE id = @id AND state = 'leased' AND leased_by = @worker`,
     ),
     countJobs: db.prepare('SELECT state, count(*) AS count FROM jobs GROUP BY state'),
     insertDelivery: db.prepare(
