@@ -12,16 +12,14 @@
  *   sent → webhook received, p50/p99.
  * PostgreSQL is skipped with a note when it is not reachable.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { createAccount, issueApiKey } from '../src/accounts.js';
 import { openBackend } from '../src/store/open.js';
 import type { Config } from '../src/config.js';
-import { startHttpsFixture } from '../test/support/https-fixture.js';
+import { createAccountWithKey, pipelineEnv, startServerProcess, startWebhookReceiver, stopServerProcess } from '../test/support/pipeline-processes.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 
 const { values } = parseArgs({
@@ -32,21 +30,13 @@ const TASKS = Number(values.tasks);
 const CONCURRENCY = Number(values.concurrency);
 const PACED = Number(values.paced);
 const RATE = Number(values.rate);
-const root = resolve(import.meta.dirname, '..');
-const MODELS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
 
 const received = new Map<string, number>();
 const waiters = new Map<string, () => void>();
-const receiver = await startHttpsFixture((req, res) => {
-  let body = '';
-  req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-  req.on('end', () => {
-    const at = performance.now();
-    const id = (JSON.parse(body) as { data: { requestId: string } }).data.requestId;
-    if (!received.has(id)) received.set(id, at);
-    waiters.get(id)?.();
-    res.writeHead(204).end();
-  });
+const receiver = await startWebhookReceiver(({ requestId, at }) => {
+  if (!received.has(requestId)) received.set(requestId, at);
+  waiters.get(requestId)?.();
+  return 204;
 });
 
 function percentile(sorted: number[], p: number): number {
@@ -55,45 +45,21 @@ function percentile(sorted: number[], p: number): number {
 
 async function measure(name: string, database: Config['database']): Promise<Record<string, string>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-pipeline-'));
-  const caFile = join(dataDir, 'receiver-ca.pem');
-  writeFileSync(caFile, receiver.ca);
   const backend = await openBackend({ database, jobLeaseMs: 60_000 }, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
-  const account = await createAccount(backend.store, { name: 'bench', credits: 1_000_000_000, now: new Date() });
-  const { key } = await issueApiKey(backend.store, { accountId: account.id, mode: 'test', scopes: ['tasks:read', 'tasks:write'], name: null, expiresAt: null, now: new Date() });
+  const { key } = await createAccountWithKey(backend.store, 'bench', 1_000_000_000);
   await backend.close();
 
   // VIDGEN_BENCH_CPU_PROF=<dir>: a CPU profile of the server, written when it exits.
   const profile = process.env.VIDGEN_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.VIDGEN_BENCH_CPU_PROF}`] : [];
-  const server: ChildProcess = spawn(process.execPath, [...profile, '--import', 'tsx', 'src/main.ts', '--role', 'all'], {
-    cwd: root,
-    env: {
-      ...process.env,
-      VIDGEN_DATABASE_URL: database.kind === 'sqlite' ? `sqlite:${database.path}` : database.url,
-      VIDGEN_DATA_DIR: dataDir,
-      VIDGEN_LOG_LEVEL: 'silent',
-      VIDGEN_DEV_BOOTSTRAP: 'false',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      VIDGEN_PROVIDERS: MODELS,
+  const { child: server, baseUrl } = await startServerProcess(
+    'all',
+    {
+      ...pipelineEnv({ databaseUrl: database.kind === 'sqlite' ? `sqlite:${database.path}` : database.url, dataDir, receiverCaFile: receiver.writeCa(dataDir) }),
       VIDGEN_INSTANT_CONCURRENCY: '64',
       VIDGEN_WEBHOOK_CONCURRENCY: '64',
-      VIDGEN_WEBHOOK_CA_FILE: caFile,
-      VIDGEN_WEBHOOK_ALLOW_LOOPBACK: 'true',
-      VIDGEN_RATE_LIMIT_SUBMITS: '0',
-      VIDGEN_RATE_LIMIT_READS: '0',
-      VIDGEN_MAX_ACTIVE_TASKS: '0',
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const baseUrl = await new Promise<string>((done, fail) => {
-    let output = '';
-    server.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(output);
-      if (match) done(match[1]!);
-    });
-    server.once('exit', (code) => fail(new Error(`server exited ${code}: ${output}`)));
-  });
+    { nodeArgs: profile, inheritStderr: true },
+  );
 
   const body = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'bench', duration: 4, resolution: '480p', webhookUrl: receiver.url('/hooks') });
   const submit = async (): Promise<string> => {
@@ -153,11 +119,7 @@ async function measure(name: string, database: Config['database']): Promise<Reco
     };
   } finally {
     // A graceful stop, so that a CPU profile is written; SIGKILL if it does not come.
-    const exited = new Promise((done) => server.once('exit', done));
-    server.kill('SIGTERM');
-    const timer = setTimeout(() => server.kill('SIGKILL'), 5_000);
-    await exited;
-    clearTimeout(timer);
+    await stopServerProcess(server);
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -6,101 +6,53 @@
  * webhook arrives (repeats only with the same webhook-id), nothing stays
  * processing; a long poll on one API process is woken by a worker's move.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAccount, issueApiKey } from '../src/accounts.js';
 import { openBackend, type Backend } from '../src/store/open.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import { silentLogger, SUBMIT } from './support.js';
-import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
+import { createAccountWithKey, pipelineEnv, startServerProcess, startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from './support/pipeline-processes.js';
 import { createTestDatabase, hasPostgres } from './support/postgres.js';
 
-const root = resolve(import.meta.dirname, '..');
 const TASKS = 300;
-const MODELS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
-
-interface Received {
-  webhookId: string;
-  requestId: string;
-  type: string;
-}
 
 describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () => {
   const processes: ChildProcess[] = [];
-  const received: Received[] = [];
+  const received: ReceivedWebhook[] = [];
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
   let backend: Backend;
-  let receiver: HttpsFixture;
+  let receiver: WebhookReceiver;
   let hookUrl: string;
   let caFile: string;
   let dataDir: string;
   let key: string;
   let accountId: string;
 
-  /** Starts `src/main.ts --role <role>` (node with tsx as a loader: SIGKILL kills the server itself). */
-  function start(role: 'api' | 'worker', extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; baseUrl: string }> {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--role', role], {
-      cwd: root,
-      env: {
-        ...process.env,
-        VIDGEN_DATABASE_URL: database.url,
-        VIDGEN_DATA_DIR: dataDir,
-        VIDGEN_FILE_URL_SECRET: 'multi-process',
-        VIDGEN_LOG_LEVEL: 'silent',
-        VIDGEN_DEV_BOOTSTRAP: 'false',
-        PORT: '0',
-        HOST: '127.0.0.1',
-        VIDGEN_PROVIDERS: MODELS,
-        VIDGEN_INSTANT_DELAY_MS: '150',
-        VIDGEN_INSTANT_CONCURRENCY: '8',
-        VIDGEN_JOB_LEASE_SECONDS: '2',
-        VIDGEN_WEBHOOK_ALLOW_LOOPBACK: 'true',
-        VIDGEN_WEBHOOK_CONCURRENCY: '16',
-        VIDGEN_WEBHOOK_CA_FILE: caFile,
-        // 300 tasks from one key in seconds: the load test lifts the per-key limits (tested below).
-        VIDGEN_RATE_LIMIT_SUBMITS: '0',
-        VIDGEN_RATE_LIMIT_READS: '0',
-        VIDGEN_MAX_ACTIVE_TASKS: '0',
-        ...extraEnv,
-      },
-    });
-    processes.push(child);
-    let output = '';
-    return new Promise((done, fail) => {
-      child.stdout!.on('data', (chunk: Buffer) => {
-        output += chunk.toString();
-        const listening = /listening on (http:\/\/\S+)/.exec(output);
-        if (listening) done({ child, baseUrl: listening[1]! });
-        if (/worker started/.test(output)) done({ child, baseUrl: '' });
-      });
-      child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.once('exit', (code, signal) => fail(new Error(`${role} exited ${code ?? signal}: ${output}`)));
-    });
+  /** Starts `src/main.ts --role <role>` on the test's database; killed after the file. */
+  function start(role: 'api' | 'worker', extraEnv: Record<string, string> = {}) {
+    const env = {
+      ...pipelineEnv({ databaseUrl: database.url, dataDir, receiverCaFile: caFile }),
+      VIDGEN_FILE_URL_SECRET: 'multi-process',
+      VIDGEN_INSTANT_DELAY_MS: '150',
+      VIDGEN_INSTANT_CONCURRENCY: '8',
+      VIDGEN_JOB_LEASE_SECONDS: '2',
+      VIDGEN_WEBHOOK_CONCURRENCY: '16',
+      ...extraEnv,
+    };
+    return startServerProcess(role, env, { onSpawn: (child) => processes.push(child) });
   }
 
   beforeAll(async () => {
     database = await createTestDatabase();
     dataDir = mkdtempSync(join(tmpdir(), 'vidgen-multi-'));
     backend = await openBackend({ database: { kind: 'postgres', url: database.url, poolSize: 4 }, jobLeaseMs: 2_000 }, { logger: silentLogger, listen: false, supervise: false });
-    const now = new Date();
-    const account = await createAccount(backend.store, { name: 'multi', credits: 10_000_000, now });
-    accountId = account.id;
-    key = (await issueApiKey(backend.store, { accountId, mode: 'test', scopes: ['tasks:read', 'tasks:write'], name: null, expiresAt: null, now })).key;
-    receiver = await startHttpsFixture((req, res) => {
-      let body = '';
-      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      req.on('end', () => {
-        const event = JSON.parse(body) as { type: string; data: { requestId: string } };
-        received.push({ webhookId: String(req.headers['webhook-id']), requestId: event.data.requestId, type: event.type });
-        res.writeHead(204).end();
-      });
-    });
+    ({ accountId, key } = await createAccountWithKey(backend.store, 'multi', 10_000_000));
+    receiver = await startWebhookReceiver((hook) => (received.push(hook), 204));
     hookUrl = receiver.url('/hooks');
-    caFile = join(dataDir, 'receiver-ca.pem');
-    writeFileSync(caFile, receiver.ca);
+    caFile = receiver.writeCa(dataDir);
   });
 
   afterAll(async () => {
