@@ -10,18 +10,22 @@ import { ApiError } from './http/errors.js';
 import { createMetrics } from './http/metrics.js';
 import { refuseWhileDraining } from './http/drain.js';
 import { observe } from './http/middleware.js';
+import { securityHeaders } from './http/security-headers.js';
 import { registerFileRoutes } from './http/routes/files.js';
 import { registerGenerationRoutes } from './http/routes/generations.js';
 import { registerModelRoutes } from './http/routes/models.js';
 import { registerServiceRoutes } from './http/routes/service.js';
 import { honoPath, specOperations } from './http/spec.js';
+import { withSafeErrors } from './logging.js';
 
 export type { AppDeps } from './http/deps.js';
 
 export function createApp(deps: AppDeps): Hono<AppEnv> {
-  deps = { ...deps, metrics: deps.metrics ?? createMetrics(deps.store, { processMetrics: false }) };
+  // Every log line the app writes serializes errors without their stack (logging.ts).
+  deps = { ...deps, logger: withSafeErrors(deps.logger), metrics: deps.metrics ?? createMetrics(deps.store, { processMetrics: false }) };
   const app = new Hono<AppEnv>();
   app.use('*', observe({ ...deps, metrics: deps.metrics! }));
+  app.use('*', securityHeaders(deps));
   app.use('*', refuseWhileDraining(deps.shutdown));
 
   registerServiceRoutes(app, deps);

@@ -61,6 +61,17 @@ export interface Config {
   media: { allowLoopback: boolean; caFile: string | undefined };
   /** Webhook delivery: VIDGEN_WEBHOOK_RETRY_SCHEDULE, _TIMEOUT_MS, _CONCURRENCY, _ALLOW_LOOPBACK (tests only), _CA_FILE. */
   webhooks: { retryScheduleMs: number[]; timeoutMs: number; concurrency: number; allowLoopback: boolean; caFile: string | undefined };
+  /** How long a client may take to send a request, and to keep an idle connection (http/node-server.ts). */
+  http: HttpTimeouts;
+}
+
+export interface HttpTimeouts {
+  /** VIDGEN_HEADERS_TIMEOUT_MS: to send the request line and headers (default 10000); slower: 408 and the socket closed. */
+  headersTimeoutMs: number;
+  /** VIDGEN_REQUEST_TIMEOUT_MS: to send the whole request, body included (default 30000; at least the headers timeout). Receiving only: a long poll's answer may take longer. */
+  requestTimeoutMs: number;
+  /** VIDGEN_KEEP_ALIVE_TIMEOUT_MS: an idle kept-alive connection is closed after this (default 5000; above a load balancer's idle timeout behind one). */
+  keepAliveTimeoutMs: number;
 }
 
 export type StorageConfig = { kind: 'local' } | S3StorageConfig;
@@ -163,6 +174,16 @@ function retrySchedule(env: NodeJS.ProcessEnv): number[] {
   }
 }
 
+function httpTimeouts(env: NodeJS.ProcessEnv): HttpTimeouts {
+  const headersTimeoutMs = integer(env, 'VIDGEN_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
+  const requestTimeoutMs = integer(env, 'VIDGEN_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  // Node refuses a headers timeout longer than the request timeout (it would never apply).
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(`VIDGEN_HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not exceed VIDGEN_REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+  }
+  return { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs: integer(env, 'VIDGEN_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000) };
+}
+
 function storage(env: NodeJS.ProcessEnv, outputTtlMs: number): StorageConfig {
   const kind = env.VIDGEN_STORAGE || 'local';
   if (kind === 'local') return { kind };
@@ -248,5 +269,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       allowLoopback: boolean(env, 'VIDGEN_WEBHOOK_ALLOW_LOOPBACK', false),
       caFile: env.VIDGEN_WEBHOOK_CA_FILE || undefined,
     },
+    http: httpTimeouts(env),
   };
 }

@@ -4,7 +4,7 @@
  * or a truncated key be refused without a database lookup; only the SHA-256
  * of a key is ever stored.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -49,6 +49,20 @@ export function isWellFormedApiKey(key: string): boolean {
 }
 
 export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+/**
+ * Whether a stored key hash equals the one computed from a presented key, in
+ * constant time. The secret itself is never compared at all: the store is
+ * searched by its SHA-256, so an index lookup's timing can at most reveal a
+ * prefix of the hash of a guess, which says nothing about any real key. This
+ * final check makes authentication hold on its own, whatever a store's lookup
+ * does (collation, truncated index), without an early-exit string compare.
+ */
+export function sameApiKeyHash(stored: string, computed: string): boolean {
+  const a = Buffer.from(stored, 'hex');
+  const b = Buffer.from(computed, 'hex');
+  return a.length === 32 && b.length === 32 && timingSafeEqual(a, b);
+}
 
 /** A short, non-secret label to show in listings: the prefix and the last 4 characters. */
 export const apiKeyHint = (key: string): string => `${key.slice(0, 8)}…${key.slice(-4)}`;

@@ -1,5 +1,6 @@
 /** The D2 error envelope and the one exception type handlers throw to produce it. */
 import type { components } from '@vidgen/types';
+import { redactSecrets } from '../logging.js';
 
 export type ErrorCode = components['schemas']['ErrorCode'];
 export type ErrorDetail = components['schemas']['ErrorDetail'];
@@ -37,7 +38,14 @@ export class ApiError extends Error {
     this.status = STATUS_OF[code];
   }
 
+  /** The envelope; a key or webhook secret the caller sent (in a path, a field name, bad JSON) is never echoed. */
   toBody(): ErrorResponse {
-    return { success: false, error: { code: this.code, message: this.message, ...(this.details ? { details: this.details } : {}) } };
+    const details = this.details?.map((detail) => ({
+      ...detail,
+      ...(detail.field !== undefined ? { field: redactSecrets(detail.field) } : {}),
+      message: redactSecrets(detail.message),
+      ...(typeof detail.value === 'string' ? { value: redactSecrets(detail.value) } : {}),
+    }));
+    return { success: false, error: { code: this.code, message: redactSecrets(this.message), ...(details ? { details } : {}) } };
   }
 }

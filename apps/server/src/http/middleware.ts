@@ -2,23 +2,27 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Logger } from 'pino';
-import { hashApiKey, isWellFormedApiKey } from '../domain/keys.js';
+import { hashApiKey, isWellFormedApiKey, sameApiKeyHash } from '../domain/keys.js';
 import { newCorrelationId } from '../domain/ids.js';
 import type { Clock } from '../interfaces.js';
-import type { Store } from '../store/store.js';
+import { redactSecrets } from '../logging.js';
+import type { ApiKeyRecord, Store } from '../store/store.js';
 import type { AppEnv } from './context.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
 
 const CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const BODY_LIMIT_BYTES = 64 * 1024;
+/** How deep a JSON body may nest arrays and objects (the submit body needs 3; metadata has the rest). */
+export const MAX_JSON_DEPTH = 32;
 
 /** Echoes a usable X-Correlation-Id or makes one; logs one line per request and counts it. */
 export function observe(deps: { clock: Clock; logger: Logger; metrics: Metrics }): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const started = performance.now();
     const given = c.req.header('x-correlation-id');
-    const correlationId = given && CORRELATION_ID.test(given) ? given : newCorrelationId(deps.clock.now());
+    // Echoed and logged, so it may not be (or hold) a key: a key-shaped one is replaced like a malformed one.
+    const correlationId = given && CORRELATION_ID.test(given) && redactSecrets(given) === given ? given : newCorrelationId(deps.clock.now());
     c.set('correlationId', correlationId);
     const answered = deps.metrics.requestStarted();
     try {
@@ -35,7 +39,8 @@ export function observe(deps: { clock: Clock; logger: Logger; metrics: Metrics }
         correlationId,
         method: c.req.method,
         route,
-        path: c.req.path,
+        // The path only (a query string may hold anything), with anything shaped like a secret masked.
+        path: redactSecrets(c.req.path),
         status: c.res.status,
         durationMs: Math.round(seconds * 1000 * 10) / 10,
         accountId: c.get('apiKey')?.accountId,
@@ -51,6 +56,22 @@ const unauthorized = (message: string, error?: string) =>
     'WWW-Authenticate': `Bearer realm="vidgen"${error ? `, error="${error}"` : ''}`,
   });
 
+/**
+ * The key's record when it is genuine, not revoked and not expired; undefined
+ * for every other key, whatever the reason, so that all of them get one answer.
+ * A key whose shape or checksum is wrong is not looked up (the checksum is
+ * public, so skipping the store reveals nothing and keeps garbage off it).
+ */
+async function usableKey(deps: { store: Store; clock: Clock }, key: string): Promise<ApiKeyRecord | undefined> {
+  if (!isWellFormedApiKey(key)) return undefined;
+  const hash = hashApiKey(key);
+  const found = await deps.store.findApiKeyByHash(hash);
+  if (!found || !sameApiKeyHash(found.hash, hash)) return undefined;
+  const { hash: _stored, ...record } = found;
+  const now = deps.clock.now();
+  return record.revokedAt || (record.expiresAt && record.expiresAt <= now) ? undefined : record;
+}
+
 /** Resolves the bearer key (only its hash is looked up) and checks the operation's scopes. */
 export function authenticate(deps: { store: Store; clock: Clock }, scopes: string[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
@@ -58,13 +79,9 @@ export function authenticate(deps: { store: Store; clock: Clock }, scopes: strin
     if (!header) throw unauthorized('missing API key: send Authorization: Bearer <key>');
     const match = /^Bearer +(\S+) *$/i.exec(header);
     if (!match) throw unauthorized('the Authorization header must be "Bearer <API key>"', 'invalid_request');
-    const key = match[1]!;
-    if (!isWellFormedApiKey(key)) throw unauthorized('the API key is invalid, revoked or expired', 'invalid_token');
-    const record = await deps.store.findApiKeyByHash(hashApiKey(key));
-    const now = deps.clock.now();
-    if (!record || record.revokedAt || (record.expiresAt && record.expiresAt <= now)) {
-      throw unauthorized('the API key is invalid, revoked or expired', 'invalid_token');
-    }
+    const record = await usableKey(deps, match[1]!);
+    // Malformed, unknown, revoked and expired keys: one answer, nothing to tell them apart.
+    if (!record) throw unauthorized('the API key is invalid, revoked or expired', 'invalid_token');
     c.set('apiKey', record);
     const missing = scopes.filter((scope) => !record.scopes.includes(scope as never));
     if (missing.length) throw new ApiError('forbidden', `this API key lacks the ${missing.join(' and ')} scope`);
@@ -72,25 +89,76 @@ export function authenticate(deps: { store: Store; clock: Clock }, scopes: strin
   };
 }
 
-/** JSON bodies only (415), at most 64 KiB, refused without reading it whole (413). */
+/**
+ * Reading a body fails when the client stops sending it: it went away, or the
+ * server's request timeout cut it (http/node-server.ts). That is the client's
+ * failure, answered (if anyone still listens) and logged as a 400, not a 500.
+ */
+const notReceivedWhole = (error: unknown) =>
+  error instanceof ApiError ? error : new ApiError('invalid_request', 'the request body was not received whole');
+
+/**
+ * JSON bodies only (415), at most 64 KiB (413): a declared Content-Length over
+ * it is refused unread; a chunked body is counted as it arrives and refused the
+ * moment it passes the limit (what follows is discarded, not kept).
+ */
 export function jsonBody(): MiddlewareHandler<AppEnv>[] {
   const contentType: MiddlewareHandler<AppEnv> = async (c, next) => {
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json') throw new ApiError('unsupported_media_type', 'send the body as Content-Type: application/json');
     await next();
   };
-  const size = bodyLimit({
+  const limit = bodyLimit({
     maxSize: BODY_LIMIT_BYTES,
     onError: () => {
       throw new ApiError('payload_too_large', `the request body is over ${BODY_LIMIT_BYTES} bytes`);
     },
-  });
-  return [contentType, size as MiddlewareHandler<AppEnv>];
+  }) as MiddlewareHandler<AppEnv>;
+  // Only the limit's own reading can throw here: a later handler's error is answered inside next().
+  const size: MiddlewareHandler<AppEnv> = async (c, next) => {
+    try {
+      return await limit(c, next);
+    } catch (error) {
+      throw notReceivedWhole(error);
+    }
+  };
+  return [contentType, size];
+}
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `limit`: one linear
+ * pass that skips strings, so a 60 KiB `[[[[…` is refused before anything
+ * recursive (validation, canonical JSON, serialization) walks it.
+ */
+export function jsonNestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c) i++; // a backslash escapes the next character
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x5b || ch === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (ch === 0x5d || ch === 0x7d) depth--;
+  }
+  return false;
 }
 
 /** The parsed JSON body, or 400 naming the problem. */
 export async function readJson(c: Context<AppEnv>): Promise<unknown> {
-  const text = await c.req.text();
+  let text: string;
+  try {
+    text = await c.req.text();
+  } catch (error) {
+    throw notReceivedWhole(error);
+  }
+  if (jsonNestsDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw new ApiError('invalid_request', `the request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`, [
+      { field: '', message: `nests more than ${MAX_JSON_DEPTH} levels deep` },
+    ]);
+  }
   try {
     return JSON.parse(text);
   } catch (error) {

@@ -26,6 +26,9 @@ export interface ApiKeyRecord {
   revokedAt: Date | null;
 }
 
+/** A key as found for authentication: with its stored hash, which nothing else returns. */
+export type StoredApiKey = ApiKeyRecord & { hash: string };
+
 export interface TaskRecord {
   id: string;
   accountId: string;
@@ -163,7 +166,7 @@ export interface Store {
   auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined>;
 
   createApiKey(input: Omit<ApiKeyRecord, 'revokedAt'> & { hash: string }): Promise<ApiKeyRecord>;
-  findApiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined>;
+  findApiKeyByHash(hash: string): Promise<StoredApiKey | undefined>;
   listApiKeys(accountId: string): Promise<ApiKeyRecord[]>;
   revokeApiKey(input: { id: string; now: Date }): Promise<ApiKeyRecord | undefined>;
 

@@ -14,6 +14,7 @@ import { webhookEventBody } from '../../webhooks/event.js';
 import type {
   AccountRecord,
   ApiKeyRecord,
+  StoredApiKey,
   CancelOutcome,
   CompleteOutcome,
   DeliveryAttempt,
@@ -207,9 +208,9 @@ export class PgStore implements Store {
     return toApiKey(row!);
   }
 
-  async findApiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+  async findApiKeyByHash(hash: string): Promise<StoredApiKey | undefined> {
     const row = await this.one('SELECT * FROM api_keys WHERE hash = $1', [hash]);
-    return row && toApiKey(row);
+    return row && { ...toApiKey(row), hash: row.hash as string };
   }
 
   async listApiKeys(accountId: string): Promise<ApiKeyRecord[]> {

@@ -15,6 +15,7 @@ import { webhookEventBody } from '../../webhooks/event.js';
 import type {
   AccountRecord,
   ApiKeyRecord,
+  StoredApiKey,
   CancelOutcome,
   DeliveryAttempt,
   DeliveryRecord,
@@ -148,9 +149,9 @@ export class SqliteStore implements Store, JobQueue {
     return toApiKey(this.sql.selectApiKey.get(input.id) as Row);
   }
 
-  async findApiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+  async findApiKeyByHash(hash: string): Promise<StoredApiKey | undefined> {
     const row = this.sql.selectApiKeyByHash.get(hash) as Row | undefined;
-    return row && toApiKey(row);
+    return row && { ...toApiKey(row), hash: row.hash as string };
   }
 
   async listApiKeys(accountId: string): Promise<ApiKeyRecord[]> {

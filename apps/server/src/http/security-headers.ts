@@ -1,0 +1,69 @@
+/**
+ * Security headers on every answer, errors included. Most answers are JSON for
+ * programs, so their policy forbids everything a browser could do with them;
+ * the reference page (/docs) may run its own inline scripts, identified by
+ * hash, and output files (/files) may be embedded by other sites' players.
+ * No Strict-Transport-Security: TLS ends in front of this service, which is
+ * where HSTS belongs (the service itself speaks plain HTTP on loopback in development).
+ */
+import { createHash } from 'node:crypto';
+import type { MiddlewareHandler } from 'hono';
+import type { AppEnv } from './context.js';
+
+const EVERY_ANSWER: Record<string, string> = {
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'X-Frame-Options': 'DENY',
+  'Cross-Origin-Opener-Policy': 'same-origin',
+};
+
+/** JSON and errors: nothing may run, load, submit or frame them. */
+export const LOCKED_DOWN_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/** An output file opened directly: the browser's own player page must still load the video from here. */
+export const FILE_CSP = "default-src 'none'; media-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/**
+ * The reference page is one HTML file built by Redoc with its scripts inline:
+ * those scripts (by SHA-256, so nothing injected would run), inline styles
+ * (styled-components adds them at run time), images and fonts from the page
+ * itself or data: URLs, fetches to this origin only. Refused, with the page
+ * still whole (checked in Chromium): Redoc's logo on its CDN, its telemetry
+ * POST to redocly.com, and a `Function()` probe for a search worker.
+ */
+export function docsContentSecurityPolicy(html: string): string {
+  const hashes = [...html.matchAll(/<script\b[^>]*>([\s\S]*?)<\/script\s*>/gi)].map(
+    ([, body]) => `'sha256-${createHash('sha256').update(body!, 'utf8').digest('base64')}'`,
+  );
+  return [
+    "default-src 'none'",
+    `script-src ${hashes.length ? hashes.join(' ') : "'none'"}`,
+    "style-src 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+export function securityHeaders(deps: { docsHtml?: () => string | undefined }): MiddlewareHandler<AppEnv> {
+  let docs: { html: string; csp: string } | undefined;
+  const docsPolicy = (html: string) => {
+    if (docs?.html !== html) docs = { html, csp: docsContentSecurityPolicy(html) };
+    return docs.csp;
+  };
+  return async (c, next) => {
+    await next();
+    const headers = c.res.headers;
+    for (const [name, value] of Object.entries(EVERY_ANSWER)) headers.set(name, value);
+    const html = c.req.path === '/docs' && c.res.status === 200 ? deps.docsHtml?.() : undefined;
+    const file = c.req.path.startsWith('/files/');
+    headers.set('Content-Security-Policy', html ? docsPolicy(html) : file && c.res.ok ? FILE_CSP : LOCKED_DOWN_CSP);
+    // Output files are meant to be played by other sites' pages (<video src>); everything else is this origin's.
+    headers.set('Cross-Origin-Resource-Policy', file ? 'cross-origin' : 'same-origin');
+    // Task answers hold signed output URLs: no shared cache may keep them.
+    if (c.req.path.startsWith('/api/') && !headers.has('Cache-Control')) headers.set('Cache-Control', 'no-store');
+  };
+}
