@@ -8,7 +8,9 @@ import { bootstrapDevelopmentAccount } from './accounts.js';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { createMetrics } from './http/metrics.js';
+import { nodeServerOptions } from './http/node-server.js';
 import { systemClock } from './interfaces.js';
+import { withSafeErrors } from './logging.js';
 import { createOutputFiles, createPipelineWorker } from './pipeline.js';
 import { openBackend } from './store/open.js';
 
@@ -33,7 +35,7 @@ function roleFromArgs(argv: string[], env: NodeJS.ProcessEnv): NodeJS.ProcessEnv
 
 export async function runService(argv: string[]): Promise<void> {
   const config = loadConfig(roleFromArgs(argv, process.env));
-  const logger = pino({ level: config.logLevel, base: { service: 'vidgen', role: config.role } });
+  const logger = withSafeErrors(pino({ level: config.logLevel, base: { service: 'vidgen', role: config.role } }));
   const clock = systemClock;
   const runsApi = config.role !== 'worker';
   const runsWorker = config.role === 'worker' || (config.role === 'all' && config.worker);
@@ -84,7 +86,7 @@ export async function runService(argv: string[]): Promise<void> {
         if (--inFlight === 0) requestsDone?.();
       }
     };
-    server = serve({ fetch, port: config.port, hostname: config.host }, (info) => {
+    server = serve({ fetch, port: config.port, hostname: config.host, ...nodeServerOptions(config.http) }, (info) => {
       listeningUrl = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${info.port}`;
       logger.info({ port: info.port, host: config.host, database: config.database.kind }, 'listening');
       process.stdout.write(`vidgen: listening on ${listeningUrl}\n`);

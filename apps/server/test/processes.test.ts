@@ -1,6 +1,7 @@
 /** The operator CLI and the service's first start, as separate processes on a temporary data dir. */
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -123,7 +124,7 @@ describe('roles', () => {
   });
 });
 
-describe('graceful shutdown (SIGTERM)', () => {
+describe('the served process: graceful shutdown (SIGTERM) and timeouts', () => {
   /** A server on a fresh data dir with one model on the instant provider; resolves once it listens. */
   async function startServer(dir: string, extra: NodeJS.ProcessEnv) {
     const child = spawn(tsx, ['src/main.ts'], {
@@ -229,6 +230,24 @@ describe('graceful shutdown (SIGTERM)', () => {
         restarted.child.kill('SIGTERM');
         await restarted.exited;
       }
+    } finally {
+      server.child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('serves with the configured request timeouts: a client dripping its headers gets 408 and loses the socket', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vidgen-timeouts-'));
+    const server = await startServer(dir, { VIDGEN_HEADERS_TIMEOUT_MS: '300', VIDGEN_REQUEST_TIMEOUT_MS: '300' });
+    try {
+      const { port } = new URL(server.baseUrl);
+      const socket = connect(Number(port), '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk) => (answer += chunk.toString()));
+      // Half a request line, then nothing: the server must not wait for the rest.
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+      await new Promise((resolve) => socket.once('close', resolve));
+      expect(answer).toMatch(/^HTTP\/1\.1 408/);
     } finally {
       server.child.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
