@@ -47,6 +47,11 @@ export interface WorkerOptions {
   retryDelayMs: (attempt: number) => number;
   /** Runs `deliver` jobs (webhooks), in the `webhooks` lane of `concurrency`. */
   deliveries?: DeliveryRunner;
+  /**
+   * How long a provider may take to stop once aborted (cancel, deadline, shutdown) before the
+   * worker stops waiting for it (default 60 s): one that ignores its signal must not hold its slot forever.
+   */
+  abortGraceMs?: number;
 }
 
 export interface Worker {
@@ -68,6 +73,7 @@ export interface Worker {
 export function createWorker(options: WorkerOptions): Worker {
   const { store, queue, events, clock, logger } = options;
   const workerId = `worker_${newUlid(clock.now().getTime())}`;
+  /** Running jobs by job id (a task's generation and its webhook delivery may overlap). */
   const inFlight = new Map<string, Promise<void>>();
   /** Stops each running render for shutdown (its job is handed back). */
   const handBack = new Set<() => void>();
@@ -78,6 +84,8 @@ export function createWorker(options: WorkerOptions): Worker {
   let stopping = false;
   let pumping = false;
   let pumpAgain = false;
+  /** Settles when the pump in progress has stopped claiming (its last claim's job is in `inFlight`). */
+  let pumped: Promise<void> = Promise.resolve();
   let cancelTimer: (() => void) | undefined;
   let idleWaiters: (() => void)[] = [];
 
@@ -95,6 +103,8 @@ export function createWorker(options: WorkerOptions): Worker {
       return;
     }
     pumping = true;
+    let finished!: () => void;
+    pumped = new Promise((resolve) => (finished = resolve));
     try {
       do {
         pumpAgain = false;
@@ -108,30 +118,39 @@ export function createWorker(options: WorkerOptions): Worker {
             .catch((error: unknown) => logger.error({ err: error, taskId: job.taskId, jobId: job.id }, 'job stopped by an error outside its own handling'))
             .finally(() => {
               busy.set(job.provider, (busy.get(job.provider) ?? 1) - 1);
-              inFlight.delete(job.taskId);
+              inFlight.delete(job.id);
               settleIdle();
               if (!stopping) void pump();
             });
-          inFlight.set(job.taskId, run);
+          inFlight.set(job.id, run);
         }
       } while (pumpAgain && !stopping);
     } catch (error) {
       logger.error({ err: error }, 'worker: claiming failed');
     } finally {
       pumping = false;
+      finished();
     }
   }
 
-  /** Deadlines (D7) and expired output files (D13). */
+  /** Deadlines (D7) and expired output files (D13). A failure is logged and tried again at the next poll: claiming goes on. */
   async function sweep(): Promise<void> {
     const now = clock.now();
-    for (const task of await store.expireOverdueTasks({ now, limit: 100 })) {
-      events.publish(task.id, task.status);
-      logger.warn({ taskId: task.id }, 'task timed out');
+    try {
+      for (const task of await store.expireOverdueTasks({ now, limit: 100 })) {
+        events.publish(task.id, task.status);
+        logger.warn({ taskId: task.id }, 'task timed out');
+      }
+    } catch (error) {
+      logger.error({ err: error }, 'worker: timing out overdue tasks failed');
     }
-    for (const output of await store.listExpiredOutputs({ now, limit: 100 })) {
-      await options.files.remove(output.outputKey);
-      await store.clearOutputKey(output.id);
+    try {
+      for (const output of await store.listExpiredOutputs({ now, limit: 100 })) {
+        await options.files.remove(output.outputKey);
+        await store.clearOutputKey(output.id);
+      }
+    } catch (error) {
+      logger.error({ err: error }, 'worker: removing expired output files failed');
     }
   }
 
@@ -173,6 +192,29 @@ export function createWorker(options: WorkerOptions): Worker {
       references,
       outputPath: join(dir, 'output.mp4'),
       signal,
+    });
+  }
+
+  /**
+   * The provider's answer, or undefined when it has not answered `abortGraceMs` after its abort:
+   * the task's outcome is decided without it, and its slot is free again.
+   */
+  function unlessAbandoned(generation: Promise<GenerationResult>, signal: AbortSignal, log: Logger): Promise<GenerationResult | undefined> {
+    return new Promise((resolve, reject) => {
+      let cancelGrace = () => {};
+      const onAbort = () => {
+        cancelGrace = clock.setTimeout(() => {
+          log.warn('the provider did not stop after its abort: no longer waiting for it');
+          resolve(undefined);
+        }, options.abortGraceMs ?? 60_000);
+      };
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+      const settle = () => (cancelGrace(), signal.removeEventListener('abort', onAbort));
+      generation.then(
+        (result) => (settle(), resolve(result)),
+        (error: unknown) => (settle(), reject(error)),
+      );
     });
   }
 
@@ -227,6 +269,8 @@ export function createWorker(options: WorkerOptions): Worker {
     heartbeat.unref();
     // One directory per attempt: a render orphaned by a killed process cannot collide with its retry.
     const dir = join(options.workDir, `${task.id}-${job.attempts}`);
+    /** The output this attempt stored, until the task is recorded with it (or without it). */
+    let storedOutput: string | undefined;
 
     try {
       // A cancel may have landed between the claim and the subscription.
@@ -234,7 +278,7 @@ export function createWorker(options: WorkerOptions): Worker {
       if (current?.status === 'cancelled') abort('cancelled');
       await mkdir(dir, { recursive: true });
       const provider = options.providerFor(task.model);
-      const result = controller.signal.aborted ? undefined : await generate(task, provider, dir, controller.signal);
+      const result = controller.signal.aborted ? undefined : await unlessAbandoned(generate(task, provider, dir, controller.signal), controller.signal, log);
       const now = clock.now();
 
       if (abortReason === 'cancelled') {
@@ -249,8 +293,10 @@ export function createWorker(options: WorkerOptions): Worker {
         if (failed.kind === 'failed') events.publish(task.id, failed.task.status);
       } else if (result?.ok) {
         const outputKey = await options.files.put(task.id, join(dir, 'output.mp4'));
+        storedOutput = outputKey;
         const outputExpiresAt = new Date(now.getTime() + options.outputTtlMs);
         const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: await options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt });
+        storedOutput = undefined;
         if (completed.kind === 'succeeded') events.publish(task.id, completed.task.status);
         else {
           // Cancelled while rendering: the result is discarded (D7).
@@ -270,7 +316,11 @@ export function createWorker(options: WorkerOptions): Worker {
       } else {
         await queue.bury({ jobId: job.id, error: String(error), now });
         const failed = await store.failTask({ id: task.id, now, code: 'internal_error', message: 'generation failed inside the service' });
-        if (failed.kind === 'failed') events.publish(task.id, failed.task.status);
+        if (failed.kind === 'failed') {
+          events.publish(task.id, failed.task.status);
+          // Stored, but the task could not be completed with it: nothing will ever serve or sweep it.
+          if (storedOutput) await options.files.remove(storedOutput);
+        }
       }
     } finally {
       clearInterval(heartbeat);
@@ -297,6 +347,8 @@ export function createWorker(options: WorkerOptions): Worker {
       const handBackAll = () => [...handBack].forEach((stopRender) => stopRender());
       const cancelGrace = graceMs === undefined ? () => {} : graceMs <= 0 ? (handBackAll(), () => {}) : clock.setTimeout(handBackAll, graceMs);
       try {
+        // A claim under way when stopping began still starts its job: wait for it to count as running.
+        await pumped;
         await Promise.allSettled([...inFlight.values()]);
       } finally {
         cancelGrace();

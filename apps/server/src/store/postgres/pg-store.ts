@@ -102,6 +102,11 @@ export class PgStore implements Store {
   /** Runs `work` in one transaction on one client; rolls back on any error, or on `RollBack` with its answer. */
   async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    // A connection lost mid-transaction (a terminated backend, a failover) fails the query in flight,
+    // and the client also emits 'error': unheard, that would end the process. The client is not reused.
+    let lost: Error | undefined;
+    const onLost = (error: Error) => (lost = error);
+    client.on('error', onLost);
     try {
       await client.query('BEGIN');
       const result = await work(client);
@@ -112,7 +117,8 @@ export class PgStore implements Store {
       if (error instanceof RollBack) return error.outcome as T;
       throw error;
     } finally {
-      client.release();
+      client.off('error', onLost);
+      client.release(lost);
     }
   }
 
