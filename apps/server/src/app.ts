@@ -16,6 +16,7 @@ import { registerGenerationRoutes } from './http/routes/generations.js';
 import { registerModelRoutes } from './http/routes/models.js';
 import { registerServiceRoutes } from './http/routes/service.js';
 import { honoPath, specOperations } from './http/spec.js';
+import { isStoreUnavailable } from './store/unavailable.js';
 import { withSafeErrors } from './logging.js';
 
 export type { AppDeps } from './http/deps.js';
@@ -59,6 +60,12 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     if (err instanceof HTTPException && err.status < 500) {
       const error = new ApiError('invalid_request', err.message || 'the request is invalid');
       return c.json(error.toBody(), 400);
+    }
+    if (isStoreUnavailable(err)) {
+      deps.logger.error({ err, correlationId: c.get('correlationId') }, 'store unavailable');
+      const error = new ApiError('unavailable', `the store is unreachable; retry shortly (correlation id ${c.get('correlationId')})`);
+      c.header('Retry-After', '1');
+      return c.json(error.toBody(), 503);
     }
     deps.logger.error({ err, correlationId: c.get('correlationId') }, 'unexpected error');
     const error = new ApiError('internal_error', `an unexpected error occurred; correlation id ${c.get('correlationId')}`);

@@ -243,6 +243,15 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
     expect(text).not.toMatch(/injected|trigger|ledger|pgboss|terminat|SQL/i);
   };
 
+  /** A lost database connection is the store being unreachable: 503, to be retried, not a bug's 500. */
+  const expectUnavailable = async (res: Response) => {
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('1');
+    const text = await res.text();
+    expect(JSON.parse(text)).toMatchObject({ success: false, error: { code: 'unavailable', message: expect.stringMatching(/store is unreachable/) } });
+    expect(text).not.toMatch(/injected|trigger|ledger|pgboss|terminat|SQL/i);
+  };
+
   /** Nothing of the submission stayed: no task, no charge, no job. */
   const expectNothingWritten = async (p: Pipeline) => {
     expect(await p.store.listTasks({ accountId: p.accountId, limit: 10 })).toEqual([]);
@@ -276,7 +285,7 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
     );
 
     it.runIf(name === 'PostgreSQL')(
-      'a submission whose database connection is killed mid-transaction answers 500 internal_error, leaves nothing, and the service keeps serving',
+      'a submission whose database connection is killed mid-transaction answers 503 unavailable with Retry-After, leaves nothing, and the service keeps serving',
       async () => {
         const p = await pipeline(testProvider(writesVideo()));
         // Held at its last write: the task, the charge and its ledger row are written, uncommitted.
@@ -285,7 +294,7 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
         const answer = p.request('POST', SUBMIT, { key: p.key, body: validSubmit(), headers: { 'Idempotency-Key': 'order-1' } });
         await held.reached();
         await held.terminate();
-        await expectInternalError(await answer);
+        await expectUnavailable(await answer);
         await p.faults.clear();
         await expectNothingWritten(p);
 
