@@ -15,9 +15,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalOutputFiles } from '../src/files/storage.js';
 import { createMediaFetcher } from '../src/media/fetcher.js';
 import { createLocalProvider, defaultFfmpegPath } from '../src/providers/local/local-provider.js';
-import { createWorker, type Worker } from '../src/queue/worker.js';
+import type { Worker } from '../src/queue/worker.js';
 import { systemClock } from '../src/interfaces.js';
-import { harness, silentLogger, SUBMIT, type Harness } from './support.js';
+import { harness, SUBMIT, type Harness, testWorker } from './support.js';
 import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
 
 const run = promisify(execFile);
@@ -57,21 +57,13 @@ beforeAll(async () => {
 
   const files = createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: () => baseUrl, secret: Buffer.from('e2e') });
   h = harness({ files, clock: systemClock, wakeWorkers: () => worker.wake() }, join(dir, 'vidgen.db'));
-  worker = createWorker({
-    store: h.store,
-    queue: h.store,
-    events: h.deps.events,
-    clock: systemClock,
-    logger: silentLogger,
-    providerFor: () => createLocalProviderOnce(),
+  worker = testWorker(h, {
+    provider: createLocalProviderOnce(),
     fetcher: createMediaFetcher({ allowLoopback: true, ca: media.ca }),
     files,
     workDir: join(dir, 'work'),
     concurrency: { local: 2 },
-    leaseMs: 60_000,
     pollMs: 60_000,
-    outputTtlMs: 7 * 24 * 3600_000,
-    retryDelayMs: () => 1000,
   });
   server = serve({ fetch: h.app.fetch, port: 0, hostname: '127.0.0.1' });
   await new Promise<void>((resolve) => server.once('listening', resolve));

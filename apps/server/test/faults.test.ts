@@ -16,13 +16,13 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createLocalOutputFiles } from '../src/files/storage.js';
 import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
 import type { JobQueue } from '../src/queue/queue.js';
-import { createWorker, type Worker } from '../src/queue/worker.js';
+import type { Worker } from '../src/queue/worker.js';
 import type { Backend } from '../src/store/open.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import type { Store } from '../src/store/store.js';
 import { createDeliveryRunner } from '../src/webhooks/deliveries.js';
 import { createWebhookSender } from '../src/webhooks/sender.js';
-import { silentLogger, SUBMIT, until, validSubmit, type Harness } from './support.js';
+import { silentLogger, SUBMIT, until, validSubmit, type Harness, testWorker } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
 import { mountSmallDisk, storeFaults, type StoreFaults } from './support/faults.js';
 import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
@@ -175,19 +175,12 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
     const files = createLocalOutputFiles({ directory: outputsDir, publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('s') });
     let worker: Worker | undefined;
     const h = backendHarness(backend, { files, wakeWorkers: () => worker?.wake() });
-    worker = createWorker({
-      store: backend.store,
+    worker = testWorker(h, {
+      provider,
       queue: options.queue ? options.queue(backend.queue) : backend.queue,
-      events: backend.events,
-      clock: h.clock,
-      logger: silentLogger,
-      providerFor: () => provider,
-      fetcher: { fetch: async () => ({ ok: true }) },
       files,
       workDir,
       concurrency: { local: 1, webhooks: 2 },
-      leaseMs: 60_000,
-      pollMs: 1000,
       outputTtlMs: 3600_000,
       // Retries at once: pg-boss keeps them on the database's clock, which a manual clock cannot move.
       retryDelayMs: () => 0,

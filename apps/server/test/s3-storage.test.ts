@@ -14,9 +14,8 @@ import { createOutputFiles } from '../src/files/output-files.js';
 import { createS3OutputFiles, type S3OutputFilesOptions } from '../src/files/s3-storage.js';
 import type { OutputFiles } from '../src/files/storage.js';
 import type { GenerationResult, Provider } from '../src/providers/provider.js';
-import { createWorker } from '../src/queue/worker.js';
 import { startS3Fixture, type S3Fixture } from './support/s3-fixture.js';
-import { harness, silentLogger, SUBMIT, until, validSubmit } from './support.js';
+import { harness, SUBMIT, until, validSubmit, testWorker } from './support.js';
 
 const HOUR = 3600_000;
 const TASK_ID = 'gen_01JDXS3STORAGETEST000000A';
@@ -202,22 +201,7 @@ describe('the worker with S3 output files', () => {
     // s3rver judges expiry by the real time: the task's clock starts there.
     h.clock.advance(Math.max(0, Date.now() - h.clock.now().getTime()));
     const files = bucketFiles({ clock: h.clock, prefix: 'worker' });
-    const worker = createWorker({
-      store: h.store,
-      queue: h.store,
-      events: h.deps.events,
-      clock: h.clock,
-      logger: silentLogger,
-      providerFor: () => provider,
-      fetcher: { fetch: async () => ({ ok: true }) },
-      files,
-      workDir: join(dir, 'work'),
-      concurrency: { local: 1 },
-      leaseMs: 60_000,
-      pollMs: 1000,
-      outputTtlMs: 7 * 24 * HOUR,
-      retryDelayMs: () => 1000,
-    });
+    const worker = testWorker(h, { provider, files, workDir: join(dir, 'work') });
     try {
       const { key } = await h.account(100);
       worker.start();

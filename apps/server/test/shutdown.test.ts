@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalOutputFiles } from '../src/files/storage.js';
 import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
-import { createWorker, type Worker } from '../src/queue/worker.js';
+import type { Worker } from '../src/queue/worker.js';
 import type { Backend } from '../src/store/open.js';
-import { silentLogger, SUBMIT, until, validSubmit } from './support.js';
+import { SUBMIT, until, validSubmit, testWorker } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
 
 const provider = (generate: (request: GenerationRequest) => Promise<GenerationResult>): Provider => ({ name: 'test', needsLocalMedia: false, generate });
@@ -46,22 +46,7 @@ describe.each(backendKinds)('shutdown on $name', ({ skip, open }) => {
     const files = createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('test-secret') });
     const h = backendHarness(backend, { files, shutdown: shutdown.signal });
     const newWorker = (p: Provider) => {
-      const worker = createWorker({
-        store: backend.store,
-        queue: backend.queue,
-        events: h.deps.events,
-        clock: h.clock,
-        logger: silentLogger,
-        providerFor: () => p,
-        fetcher: { fetch: async () => ({ ok: true }) },
-        files,
-        workDir: join(dir, 'work'),
-        concurrency: { local: 1 },
-        leaseMs: 60_000,
-        pollMs: 1000,
-        outputTtlMs: 7 * 24 * 3600_000,
-        retryDelayMs: () => 1000,
-      });
+      const worker = testWorker(h, { provider: p, queue: backend.queue, files, workDir: join(dir, 'work') });
       workers.push(worker);
       return worker;
     };

@@ -11,11 +11,11 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { newRequestId } from '../src/domain/ids.js';
 import { openBackend, type Backend } from '../src/store/open.js';
+import { backendKinds } from './support/backends.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { NewTask, StoredResponse } from '../src/store/store.js';
 import { silentLogger } from './support.js';
-import { createTestDatabase, hasPostgres } from './support/postgres.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
 const later = (ms: number) => new Date(now.getTime() + ms);
@@ -58,49 +58,23 @@ interface Kit {
   sql(sqlite: string, postgres: string, params?: unknown[]): Promise<void>;
 }
 
-const kinds = [
-  {
-    name: 'SQLite',
-    skip: false,
-    async open(): Promise<{ kit: () => Promise<Kit>; done: () => Promise<void> }> {
-      let current: Backend | undefined;
-      return {
-        async kit() {
-          await current?.close();
-          current = await openBackend({ database: { kind: 'sqlite', path: ':memory:' }, jobLeaseMs: LEASE_MS }, { logger: silentLogger, listen: false, supervise: true });
-          const db = (current.store as SqliteStore).db;
-          return { backend: current, sql: async (text, _pg, params = []) => void db.prepare(text).run(...params) };
-        },
-        done: async () => current?.close(),
-      };
-    },
+const kinds = backendKinds.map((kind) => ({
+  ...kind,
+  async open(): Promise<{ kit: () => Promise<Kit>; done: () => Promise<void> }> {
+    const opened = await kind.open({ leaseMs: LEASE_MS });
+    return {
+      async kit() {
+        const backend = await opened.fresh();
+        const sql: Kit['sql'] =
+          kind.name === 'SQLite'
+            ? async (text, _pg, params = []) => void (backend.store as SqliteStore).db.prepare(text).run(...params)
+            : async (_sqlite, text, params = []) => void (await (backend.store as PgStore).pool.query(text, params));
+        return { backend, sql };
+      },
+      done: () => opened.done(),
+    };
   },
-  {
-    name: 'PostgreSQL',
-    skip: !hasPostgres,
-    async open(): Promise<{ kit: () => Promise<Kit>; done: () => Promise<void> }> {
-      const database = await createTestDatabase();
-      const backend = await openBackend(
-        { database: { kind: 'postgres', url: database.url, poolSize: 20 }, jobLeaseMs: LEASE_MS },
-        { logger: silentLogger, listen: true, supervise: true },
-      );
-      const pool = (backend.store as PgStore).pool;
-      return {
-        async kit() {
-          await pool.query(
-            `TRUNCATE accounts, api_keys, tasks, ledger_entries, idempotency_keys, webhook_deliveries, webhook_attempts CASCADE;
-             DELETE FROM pgboss.job WHERE name LIKE 'vidgen-%'; DELETE FROM pgboss.archive WHERE name LIKE 'vidgen-%'`,
-          );
-          return { backend, sql: async (_sqlite, text, params = []) => void (await pool.query(text, params)) };
-        },
-        async done() {
-          await backend.close();
-          await database.drop();
-        },
-      };
-    },
-  },
-];
+}));
 
 describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
   let opened: Awaited<ReturnType<typeof open>>;

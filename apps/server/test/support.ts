@@ -9,6 +9,10 @@ import type { AppConfig, AppDeps } from '../src/http/deps.js';
 import type { Clock } from '../src/interfaces.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../src/store/store.js';
+import type { OutputFiles } from '../src/files/storage.js';
+import type { Provider } from '../src/providers/provider.js';
+import type { JobQueue } from '../src/queue/queue.js';
+import { createWorker, type Worker, type WorkerOptions } from '../src/queue/worker.js';
 
 /** A clock that moves only when told to, firing the timers that fall due. */
 export class ManualClock implements Clock {
@@ -110,4 +114,31 @@ export async function until(condition: () => boolean | Promise<boolean>, maxYiel
     await new Promise((resolve) => setImmediate(resolve));
   }
   throw new Error('condition never held');
+}
+
+/**
+ * A worker over a harness's store (its queue too, unless given) with the tests'
+ * defaults: one local slot, a 60 s lease, a 1 s poll, references "fetched" as
+ * they are, retries after 1 s, outputs kept 7 days.
+ */
+export function testWorker(
+  h: Pick<Harness<Store>, 'store' | 'deps'>,
+  options: { provider: Provider; files: OutputFiles; workDir: string; queue?: JobQueue } & Partial<WorkerOptions>,
+): Worker {
+  const { provider, ...overrides } = options;
+  return createWorker({
+    store: h.store,
+    queue: (h.store as unknown as JobQueue),
+    events: h.deps.events,
+    clock: h.deps.clock,
+    logger: silentLogger,
+    providerFor: () => provider,
+    fetcher: { fetch: async () => ({ ok: true }) },
+    concurrency: { local: 1 },
+    leaseMs: 60_000,
+    pollMs: 1000,
+    outputTtlMs: 7 * 24 * 3600_000,
+    retryDelayMs: () => 1000,
+    ...overrides,
+  });
 }

@@ -12,10 +12,10 @@ import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLocalOutputFiles } from '../src/files/storage.js';
 import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
-import { createWorker, type Worker } from '../src/queue/worker.js';
+import type { Worker } from '../src/queue/worker.js';
 import { createDeliveryRunner } from '../src/webhooks/deliveries.js';
 import { createWebhookSender } from '../src/webhooks/sender.js';
-import { harness, silentLogger, SUBMIT, validSubmit, type Harness, until } from './support.js';
+import { harness, silentLogger, SUBMIT, validSubmit, type Harness, until, testWorker } from './support.js';
 import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
 
 interface Received {
@@ -65,21 +65,12 @@ async function setup(provider: Provider, options: { timeoutMs?: number; schedule
   const files = createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('s') });
   let worker: Worker | undefined;
   const h = harness({ files, wakeWorkers: () => worker?.wake() });
-  worker = createWorker({
-    store: h.store,
-    queue: h.store,
-    events: h.deps.events,
-    clock: h.clock,
-    logger: silentLogger,
-    providerFor: () => provider,
-    fetcher: { fetch: async () => ({ ok: true }) },
+  worker = testWorker(h, {
+    provider,
     files,
     workDir: join(dir, 'work'),
     concurrency: { local: 1, webhooks: 2 },
-    leaseMs: 60_000,
-    pollMs: 1000,
     outputTtlMs: 3600_000,
-    retryDelayMs: () => 1000,
     deliveries: createDeliveryRunner({
       store: h.store,
       clock: h.clock,

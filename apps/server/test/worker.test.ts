@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLocalOutputFiles, type OutputFiles } from '../src/files/storage.js';
 import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
-import { createWorker, type ReferenceFetcher, type Worker } from '../src/queue/worker.js';
-import { harness, silentLogger, SUBMIT, validSubmit, type Harness, until } from './support.js';
+import type { ReferenceFetcher, Worker, WorkerOptions } from '../src/queue/worker.js';
+import { harness, SUBMIT, validSubmit, type Harness, until, testWorker } from './support.js';
 
 const MP4_BYTES = Buffer.from('\x00\x00\x00\x18ftypmp42' + 'x'.repeat(1000), 'latin1');
 
@@ -50,7 +50,7 @@ interface Pipeline extends Harness {
   worker: Worker;
   files: OutputFiles;
   dir: string;
-  newWorker(provider: Provider, overrides?: Partial<Parameters<typeof createWorker>[0]>): Worker;
+  newWorker(provider: Provider, overrides?: Partial<WorkerOptions>): Worker;
 }
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -64,23 +64,7 @@ function pipeline(provider: Provider, fetcher: ReferenceFetcher = fetchesEveryth
   let worker: Worker | undefined;
   const h = harness({ files, wakeWorkers: () => worker?.wake() });
   const newWorker = (p: Provider, overrides = {}) =>
-    createWorker({
-      store: h.store,
-      queue: h.store,
-      events: h.deps.events,
-      clock: h.clock,
-      logger: silentLogger,
-      providerFor: () => p,
-      fetcher,
-      files,
-      workDir: join(dir, 'work'),
-      concurrency: { local: 1 },
-      leaseMs: 60_000,
-      pollMs: 1000,
-      outputTtlMs: 7 * 24 * 3600_000,
-      retryDelayMs: () => 1000,
-      ...overrides,
-    });
+    testWorker(h, { provider: p, fetcher, files, workDir: join(dir, 'work'), ...overrides });
   worker = newWorker(provider);
   cleanups.push(async () => {
     await worker?.stop();
