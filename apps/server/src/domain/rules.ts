@@ -28,14 +28,14 @@ const EXTENSIONS = Object.keys(KIND_BY_EXTENSION).map((e) => `.${e}`).join(' ');
 export const METADATA_MAX_BYTES = 4096;
 export const URL_MAX_LENGTH = 2048;
 
-/** The kind of a reference by its path's extension (case-insensitive, query ignored). */
+/**
+ * The kind of a reference by its path's extension (case-insensitive, query ignored).
+ * Read from the text, not through a URL parser: a URL the spec accepts has a kind even
+ * when WHATWG parsing refuses its host (`https://08/a.png`), so the mode never depends
+ * on the parser (such a URL fails later, when fetched, with media_unavailable).
+ */
 export function mediaKindOf(url: string): MediaKind | undefined {
-  let path: string;
-  try {
-    path = new URL(url).pathname;
-  } catch {
-    return undefined;
-  }
+  const path = url.replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/, '').replace(/[?#][^]*$/, '');
   const extension = /\.([A-Za-z0-9]+)$/.exec(path)?.[1]?.toLowerCase();
   return extension ? KIND_BY_EXTENSION[extension] : undefined;
 }

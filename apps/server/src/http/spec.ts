@@ -124,6 +124,12 @@ export function paramsValidator<T extends Record<string, unknown>>(
   };
 }
 
+/** Whether a value satisfies one of the spec's component schemas (`RequestId`, …). */
+export function componentValidator(name: string): (value: unknown) => boolean {
+  const validate = bodyAjv.compile({ $ref: `${BUNDLE_ID}#/components/schemas/${name}` });
+  return (value) => validate(value) as boolean;
+}
+
 /** The default of a property of a component schema, as the spec states it. */
 export function schemaDefault(schema: string, property: string): unknown {
   return bundle.components.schemas[schema].properties[property].default;

@@ -14,6 +14,8 @@ export function parseRange(header: string | undefined, size: number): { start: n
   if (from === '') {
     const suffix = Number(to);
     if (suffix === 0) return null;
+    // The last bytes of an empty file: no range can say "none of them" (`bytes 0--1/0`), so the whole, empty file.
+    if (size === 0) return undefined;
     return { start: Math.max(0, size - suffix), end: size - 1 };
   }
   const start = Number(from);

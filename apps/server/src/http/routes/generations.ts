@@ -15,7 +15,7 @@ import { onShutdown } from '../drain.js';
 import { ApiError } from '../errors.js';
 import { authenticate, jsonBody, readJson } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
-import { bodyValidator, honoPath, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
+import { bodyValidator, componentValidator, honoPath, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
 
 type SubmitRequest = RequestBody<'submitGeneration'>;
 
@@ -45,6 +45,8 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
   const validateSubmitHeaders = paramsValidator<{ 'Idempotency-Key'?: string }>('submitGeneration', 'header');
   const validateGetQuery = paramsValidator<{ wait?: number }>('getGeneration', 'query');
   const validateListQuery = paramsValidator<{ limit?: number; cursor?: string; status?: TaskState }>('listGenerations', 'query');
+  // An id that is not a RequestId names no task: answered without asking the store (PostgreSQL refuses some bytes, e.g. NUL).
+  const isRequestId = componentValidator('RequestId');
   const defaults = {
     duration: schemaDefault('SubmitGenerationRequest', 'duration') as number,
     resolution: schemaDefault('SubmitGenerationRequest', 'resolution') as Resolution,
@@ -153,7 +155,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     if (!query.ok) throw invalid(query.details);
     const accountId = c.get('apiKey').accountId;
     const id = c.req.param('requestId')!;
-    let task = await store.getTask(accountId, id);
+    let task = isRequestId(id) ? await store.getTask(accountId, id) : undefined;
     if (!task) throw notFound(id);
     if (query.value.wait && !isTerminal(task.status)) task = (await waitForChange(accountId, id, task.status, query.value.wait)) ?? task;
     const hint = pollHintSeconds(task.status);
@@ -168,7 +170,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     let after: { createdAt: Date; id: string } | undefined;
     if (cursor) {
       const position = decodeCursor(cursor);
-      if (!position) throw invalid([{ field: 'cursor', message: 'is not a cursor this service issued' }]);
+      if (!position || !isRequestId(position.id)) throw invalid([{ field: 'cursor', message: 'is not a cursor this service issued' }]);
       if (position.status !== (status ?? null)) {
         throw invalid([{ field: 'cursor', message: 'was issued for another status filter; keep the same status while following a cursor' }]);
       }
@@ -184,6 +186,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
 
   app.post(honoPath(specOperation('cancelGeneration').path), ...auth('cancelGeneration'), async (c) => {
     const id = c.req.param('requestId')!;
+    if (!isRequestId(id)) throw notFound(id);
     const outcome = await store.cancelTask({ accountId: c.get('apiKey').accountId, id, now: clock.now() });
     switch (outcome.kind) {
       case 'not_found':
