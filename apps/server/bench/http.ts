@@ -1,0 +1,460 @@
+/**
+ * `pnpm bench`: the HTTP API against a bare Hono ceiling, the store at two
+ * sizes, memory under a long run and the pipeline, in one run on this machine;
+ * writes BENCHMARKS.md at the repository root.
+ *
+ *   pnpm bench [--quick] [--write | --no-write] [--cpu-prof [--cpu-prof-dir DIR]]
+ *              [--seconds 10] [--connections 50] [--threads 1] [--skip http,scale,rss,pipeline]
+ *              [--only query,missing,list,models,submit,cancel] [--note TEXT]
+ *
+ * 1. HTTP. The ceiling (bench/http/ceiling.ts: a bare Hono app on
+ *    @hono/node-server answering the real server's answer for a succeeded task,
+ *    bytes for bytes) and the server (`src/main.ts`, SQLite on a fresh data dir,
+ *    rate limits and the active-task cap off, no worker: submitted tasks stay
+ *    queued, so that submit measures the API and the store, not the renders,
+ *    which the pipeline part measures) each take the same wrk load per request:
+ *    query of a succeeded task, query of a missing task, list (first page),
+ *    models, submit, cancel. Cancel cancels a different queued task with every
+ *    request (a refund: the real work), from tasks written to the store before
+ *    it runs; never a repeated cancel, which is answered without a write.
+ * 2. Store size: GET of random tasks and the list's first page with 1,000 and
+ *    with 1,000,000 tasks (--quick: 10,000), written directly to SQLite.
+ * 3. Memory: the server's RSS while it answers 1,000,000 queries (--quick:
+ *    100,000), sampled every quarter.
+ * 4. Pipeline: bench/pipeline.ts (instant provider, webhooks to an HTTPS
+ *    receiver), SQLite and, when reachable, PostgreSQL.
+ *
+ * The account and its key are made with the operator CLI; every child process
+ * is stopped when the run ends, fails or is interrupted. BENCHMARKS.md is
+ * written by a whole full run (not with --no-write, --cpu-prof, --skip or
+ * --only) and otherwise only with --write. For profiling one request kind:
+ * `pnpm bench --quick --skip rss,scale,pipeline --only submit --cpu-prof`.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { stopServerProcess } from '../test/support/pipeline-processes.js';
+import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startNodeService, type NodeService } from './http/children.js';
+import { runPipelineBench } from './http/pipeline-run.js';
+import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
+import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
+import { runWrk, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
+
+const { values: args } = parseArgs({
+  // `pnpm bench -- --quick` passes the `--` on; it is not the end of the options here.
+  args: process.argv.slice(2).filter((arg) => arg !== '--'),
+  options: {
+    quick: { type: 'boolean', default: false },
+    write: { type: 'boolean', default: false },
+    'no-write': { type: 'boolean', default: false },
+    'cpu-prof': { type: 'boolean', default: false },
+    'cpu-prof-dir': { type: 'string' },
+    seconds: { type: 'string' },
+    connections: { type: 'string', default: '50' },
+    threads: { type: 'string', default: '1' },
+    skip: { type: 'string', default: '' },
+    only: { type: 'string' },
+    note: { type: 'string' },
+  },
+});
+
+const QUICK = args.quick;
+const FULL = { scaleTasks: 1_000_000, rssRequests: 1_000_000 };
+const LOAD: Load = { threads: Number(args.threads), connections: Number(args.connections), seconds: Number(args.seconds ?? (QUICK ? 3 : 10)) };
+const WARMUP: Load = { ...LOAD, seconds: QUICK ? 1 : 2 };
+const SCALE_TASKS = QUICK ? 10_000 : FULL.scaleTasks;
+const RSS_REQUESTS = QUICK ? 100_000 : FULL.rssRequests;
+const PIPELINE = QUICK ? { tasks: 300, concurrency: 32, paced: 40, rate: 20 } : { tasks: 2000, concurrency: 32, paced: 200, rate: 20 };
+const SKIP = new Set(args.skip.split(',').filter(Boolean));
+const ONLY = args.only ? new Set(args.only.split(',').filter(Boolean)) : undefined;
+const REPO_ROOT = resolve(SERVER_ROOT, '../..');
+// A relative --cpu-prof-dir is the caller's: pnpm runs this from apps/server and says where it was started in INIT_CWD.
+const CPU_PROFILE_DIR = !args['cpu-prof']
+  ? undefined
+  : args['cpu-prof-dir']
+    ? resolve(process.env.INIT_CWD ?? process.cwd(), args['cpu-prof-dir'])
+    : mkdtempSync(join(tmpdir(), 'vidgen-cpu-prof-'));
+const SERVER_NODE_ARGS = CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROFILE_DIR}`] : [];
+
+const BASE = '/api/open/v1/video/generations';
+const MISSING_ID = 'gen_01JD6Z8K4T9QW3M5R7X2B6C8N0';
+const INSTANT_PROVIDERS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
+const SUBMIT_BODY = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'A paper boat drifting down a rainy street', duration: 4, resolution: '480p' });
+
+const log = (line: string) => console.log(`bench: ${line}`);
+/** SIGTERM, so that a CPU profile is written; SIGKILL after 15 s. */
+const stop = (child: NodeService['child']) => stopServerProcess(child, 15_000);
+const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
+
+/** A fresh SQLite store with the benchmark account (credits that never run out) and its key. */
+interface BenchStore {
+  dir: string;
+  dbPath: string;
+  env: Record<string, string>;
+  accountId: string;
+  key: string;
+}
+
+async function createStore(dir: string): Promise<BenchStore> {
+  mkdirSync(dir, { recursive: true });
+  const dbPath = join(dir, 'vidgen.db');
+  const env = { VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${dbPath}`, VIDGEN_LOG_LEVEL: 'silent' };
+  const account = await runCli<{ id: string }>(env, ['accounts', 'create', '--name', 'bench', '--credits', String(1e15)]);
+  const { key } = await runCli<{ key: string }>(env, ['keys', 'create', '--account', account.id, '--mode', 'test', '--name', 'bench']);
+  return { dir, dbPath, env, accountId: account.id, key };
+}
+
+/** The server on `store`: quiet, a port from the OS, every model on the instant provider, no per-key limits. */
+function startServer(store: BenchStore, options: { worker: boolean; nodeArgs?: string[] }): Promise<NodeService> {
+  return startNodeService(
+    'src/main.ts',
+    ['--role', 'all'],
+    {
+      ...store.env,
+      NODE_ENV: 'production',
+      VIDGEN_DEV_BOOTSTRAP: 'false',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      VIDGEN_PROVIDERS: INSTANT_PROVIDERS,
+      VIDGEN_RATE_LIMIT_SUBMITS: '0',
+      VIDGEN_RATE_LIMIT_READS: '0',
+      VIDGEN_MAX_ACTIVE_TASKS: '0',
+      VIDGEN_WORKER: String(options.worker),
+    },
+    options.nodeArgs,
+  );
+}
+
+/** Submits one task through a server with a worker and waits (long poll) until it has succeeded. */
+async function makeSucceededTask(store: BenchStore): Promise<string> {
+  const server = await startServer(store, { worker: true });
+  try {
+    const headers = { Authorization: `Bearer ${store.key}`, 'Content-Type': 'application/json' };
+    const submitted = await fetch(`${server.url}${BASE}`, { method: 'POST', headers, body: SUBMIT_BODY });
+    if (submitted.status !== 202) throw new Error(`submit answered ${submitted.status}: ${await submitted.text()}`);
+    const { requestId } = (await submitted.json()) as { requestId: string };
+    for (let tries = 0; tries < 10; tries++) {
+      const task = (await (await fetch(`${server.url}${BASE}/${requestId}?wait=10`, { headers })).json()) as { status: string };
+      if (task.status === 'succeeded') return requestId;
+      if (task.status !== 'queued' && task.status !== 'processing') throw new Error(`the seed task ended ${task.status}`);
+    }
+    throw new Error('the seed task did not succeed within 100 s');
+  } finally {
+    await stop(server.child);
+  }
+}
+
+function shuffle<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}
+
+// ---------------------------------------------------------------------------
+
+const wrk = wrkVersion();
+if (!wrk) {
+  console.error('bench: wrk is not installed (Debian/Ubuntu: apt-get install wrk); it is the load generator of this benchmark.');
+  process.exit(2);
+}
+const machine = describeMachine(wrk);
+const work = removeOnExit(mkdtempSync(join(tmpdir(), 'vidgen-bench-http-')));
+const results: Results = {
+  machine,
+  command: `pnpm bench${process.argv.slice(2).filter((arg) => arg !== '--').map((arg) => ` ${arg}`).join('')}`,
+  date: new Date(),
+  quick: QUICK,
+  load: { ...LOAD, warmupSeconds: WARMUP.seconds },
+  ceilingBytes: 0,
+  scenarios: [],
+  scale: [],
+  rss: undefined,
+  pipeline: undefined,
+  notes: [],
+};
+if (machine.loadBefore > 0.5) {
+  results.notes.push(
+    `Figures from a run on a busy machine (load average ${machine.loadBefore.toFixed(2)} on ${machine.cores} cores before it started); to be re-run on a quiet one.`,
+  );
+}
+if (QUICK) results.notes.push(`A --quick run: ${LOAD.seconds} s per run, ${SCALE_TASKS.toLocaleString('en-US')} tasks for the store size, ${RSS_REQUESTS.toLocaleString('en-US')} requests for memory, a smaller pipeline run. Not the targets' conditions.`);
+if (CPU_PROFILE_DIR) results.notes.push('Servers ran with --cpu-prof: slower than without.');
+if (args.note) results.notes.push(args.note);
+log(`${machine.cores} × ${machine.cpu}, Node ${machine.node}, ${wrk}; load average ${machine.loadBefore.toFixed(2)}; work dir ${work}`);
+
+let mainServer: NodeService | undefined;
+let ceiling: NodeService | undefined;
+try {
+  // --- The main store: the account, a real succeeded task, 999 copies of it (1,000 tasks).
+  const main = await createStore(join(work, 'main'));
+  const auth = { Authorization: `Bearer ${main.key}` };
+  log('making a succeeded task with the instant provider');
+  const succeededId = await makeSucceededTask(main);
+  const succeeded = readTemplate(main.dbPath, succeededId);
+  seedTasks(main.dbPath, { template: succeeded, accountId: main.accountId, count: 999, newestAt: (succeeded.task.created_at as number) - 1 });
+
+  mainServer = await startServer(main, { worker: false, nodeArgs: SERVER_NODE_ARGS });
+  const server = mainServer;
+  const taskAnswer = await (await fetch(`${server.url}${BASE}/${succeededId}`, { headers: auth })).text();
+  const ceilingBody = join(work, 'ceiling-body.json');
+  writeFileSync(ceilingBody, taskAnswer);
+  results.ceilingBytes = Buffer.byteLength(taskAnswer);
+  ceiling = await startNodeService('bench/http/ceiling.ts', [ceilingBody], {});
+  log(`server ${server.url} (pid ${server.pid}), ceiling ${ceiling.url} (pid ${ceiling.pid}), ${results.ceilingBytes} bytes per answer`);
+
+  const scripts = join(work, 'scripts');
+  mkdirSync(scripts);
+  const getScript = (name: string) => writeStaticScript(join(scripts, `${name}.lua`), { method: 'GET', headers: auth });
+  const queryScript = getScript('query');
+
+  /** One request kind: the ceiling, then the server, each warmed up first with the same load. */
+  interface Scenario {
+    /** for --only */
+    key: string;
+    name: string;
+    /** the status the server should answer */
+    expect: number;
+    url: (base: string) => string;
+    script: string;
+    /** wrk script arguments per run */
+    scriptArgs?: (run: 'ceiling' | 'warmup' | 'measured') => string[];
+    /** once the ceiling has run: make what the server's runs need; returns a note */
+    prepare?: (ceiling: WrkResult) => Promise<string | undefined>;
+    /** after the server's runs: check what they did to the store; returns a note, or throws */
+    check?: (warmup: WrkResult, measured: WrkResult) => string | undefined;
+    /** a request like the measured ones, to check the status and size of the answer */
+    sample: () => { url: string; init: RequestInit };
+  }
+
+  const cancelIds = { warmup: join(work, 'cancel-warmup.ids'), measured: join(work, 'cancel-measured.ids'), ceiling: join(work, 'cancel-ceiling.ids') };
+  writeFileSync(cancelIds.ceiling, `${MISSING_ID}\n`);
+  const scenarios: Scenario[] = [
+    {
+      key: 'query',
+      name: 'query, succeeded task',
+      expect: 200,
+      url: (base) => `${base}${BASE}/${succeededId}`,
+      script: queryScript,
+      sample: () => ({ url: `${BASE}/${succeededId}`, init: { headers: auth } }),
+    },
+    {
+      key: 'missing',
+      name: 'query, missing task',
+      expect: 404,
+      url: (base) => `${base}${BASE}/${MISSING_ID}`,
+      script: getScript('missing'),
+      sample: () => ({ url: `${BASE}/${MISSING_ID}`, init: { headers: auth } }),
+    },
+    {
+      key: 'list',
+      name: 'list, first page',
+      expect: 200,
+      url: (base) => `${base}${BASE}`,
+      script: getScript('list'),
+      sample: () => ({ url: BASE, init: { headers: auth } }),
+    },
+    {
+      key: 'models',
+      name: 'models',
+      expect: 200,
+      url: (base) => `${base}/api/open/v1/models`,
+      script: getScript('models'),
+      sample: () => ({ url: '/api/open/v1/models', init: { headers: auth } }),
+    },
+    {
+      key: 'submit',
+      name: 'submit',
+      expect: 202,
+      url: (base) => `${base}${BASE}`,
+      script: writeStaticScript(join(scripts, 'submit.lua'), { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY }),
+      sample: () => ({ url: BASE, init: { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY } }),
+    },
+    {
+      key: 'cancel',
+      name: 'cancel, queued task',
+      expect: 200,
+      url: (base) => base,
+      script: writeIdsScript(join(scripts, 'cancel.lua'), { method: 'POST', headers: auth, prefix: `${BASE}/`, suffix: '/cancel', wrap: false, exhausted: MISSING_ID }),
+      scriptArgs: (run) => [cancelIds[run], String(LOAD.threads)],
+      prepare: async (ceilingRun) => {
+        // Enough queued tasks that no request of the server's runs finds its task already cancelled: twice what the
+        // server answered per second in its fastest run so far (a cancel authenticates like any request, then
+        // writes), at most what the ceiling did. Those from the submit runs count; copies of one make up the rest.
+        const fastest = Math.max(0, ...results.scenarios.map((s) => s.server.rps));
+        const rate = fastest > 0 ? Math.min(ceilingRun.rps, 2 * fastest) : ceilingRun.rps;
+        const need = (seconds: number) => Math.ceil(rate * seconds) + 100;
+        const queuedSql = `SELECT id FROM tasks WHERE account_id = ? AND status = 'queued' ORDER BY created_at DESC`;
+        // A real queued task to copy (the submit runs made many, unless they were left out with --only).
+        await fetch(`${server.url}${BASE}`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY });
+        let queued = selectColumn<string>(main.dbPath, queuedSql, main.accountId);
+        const missing = need(WARMUP.seconds) + need(LOAD.seconds) + 1 - queued.length;
+        if (missing > 0) {
+          const { seconds } = seedTasks(main.dbPath, { template: readTemplate(main.dbPath, queued[0]!), accountId: main.accountId, count: missing, newestAt: Date.now() - 60_000 });
+          log(`cancel: wrote ${missing.toLocaleString('en-US')} queued tasks in ${seconds.toFixed(1)} s`);
+          queued = selectColumn<string>(main.dbPath, queuedSql, main.accountId);
+        }
+        // The first one is the sample request's.
+        const warmup = queued.slice(1, 1 + need(WARMUP.seconds));
+        const measured = queued.slice(1 + need(WARMUP.seconds));
+        writeFileSync(cancelIds.warmup, `${warmup.join('\n')}\n`);
+        writeFileSync(cancelIds.measured, `${measured.join('\n')}\n`);
+        return `${measured.length.toLocaleString('en-US')} queued tasks for the measured run (${missing > 0 ? `${missing.toLocaleString('en-US')} written to the store, the rest from the submit runs` : 'from the submit runs'}); each request cancels another one`;
+      },
+      check: (warmup, measured) => {
+        // Every answered cancel refunded a task of its own: at least as many cancelled tasks as answers
+        // (more when the runs ended with requests in flight), and as many refunds in the ledger.
+        const { cancelled, refunds } = selectRow<{ cancelled: number; refunds: number }>(
+          main.dbPath,
+          `SELECT (SELECT count(*) FROM tasks WHERE account_id = @account AND status = 'cancelled') AS cancelled,
+                  (SELECT count(*) FROM ledger_entries WHERE account_id = @account AND kind = 'refund') AS refunds`,
+          { account: main.accountId },
+        );
+        const answered = warmup.requests + measured.requests + 1;
+        if (cancelled < answered || refunds !== cancelled) throw new Error(`cancel: ${answered} answers but ${cancelled} cancelled tasks and ${refunds} refunds`);
+        return `${cancelled.toLocaleString('en-US')} tasks cancelled and refunded for ${answered.toLocaleString('en-US')} answers (warm-up included)`;
+      },
+      sample: () => {
+        const first = selectColumn<string>(main.dbPath, `SELECT id FROM tasks WHERE account_id = ? AND status = 'queued' ORDER BY created_at DESC LIMIT 1`, main.accountId)[0]!;
+        return { url: `${BASE}/${first}/cancel`, init: { method: 'POST', headers: auth } };
+      },
+    },
+  ];
+
+  if (!SKIP.has('http')) {
+    for (const scenario of scenarios.filter((s) => !ONLY || ONLY.has(s.key))) {
+      const argsFor = (run: 'ceiling' | 'warmup' | 'measured') => scenario.scriptArgs?.(run) ?? [];
+      log(`${scenario.name}: ceiling`);
+      await runWrk(scenario.url(ceiling.url), scenario.script, WARMUP, argsFor('ceiling'));
+      const ceilingRun = await runWrk(scenario.url(ceiling.url), scenario.script, LOAD, argsFor('ceiling'));
+      const note = await scenario.prepare?.(ceilingRun);
+      const sample = scenario.sample();
+      const answer = await fetch(`${server.url}${sample.url}`, sample.init);
+      const answerBytes = (await answer.arrayBuffer()).byteLength;
+      if (answer.status !== scenario.expect) throw new Error(`${scenario.name}: the server answered ${answer.status}, not ${scenario.expect}`);
+      log(`${scenario.name}: server`);
+      const rssBeforeMb = memoryOf(server.pid).rssMb;
+      const warmupRun = await runWrk(scenario.url(server.url), scenario.script, WARMUP, argsFor('warmup'));
+      const serverRun = await runWrk(scenario.url(server.url), scenario.script, LOAD, argsFor('measured'));
+      // Requests wrk left in flight are still answered; let them finish before reading the store.
+      await sleep(500);
+      const rssAfterMb = memoryOf(server.pid).rssMb;
+      const checked = scenario.check?.(warmupRun, serverRun);
+      // wrk counts answers ≥ 400: for the missing task those are the expected ones.
+      const wrongStatus = scenario.expect >= 400 ? serverRun.requests - serverRun.statusErrors : serverRun.statusErrors;
+      const result: ScenarioResult = {
+        name: scenario.name,
+        answerBytes,
+        server: serverRun,
+        ceiling: ceilingRun,
+        rssBeforeMb,
+        rssAfterMb,
+        unexpected: wrongStatus + serverRun.socketErrors,
+        ...(note || checked ? { note: [note, checked].filter(Boolean).join('; ') } : {}),
+      };
+      results.scenarios.push(result);
+      log(
+        `${scenario.name}: ${Math.round(serverRun.rps)} req/s (ceiling ${Math.round(ceilingRun.rps)}, ratio ${(serverRun.rps / ceilingRun.rps).toFixed(2)}), ` +
+          `p50 ${serverRun.p50Ms.toFixed(2)} ms, p99 ${serverRun.p99Ms.toFixed(2)} ms, RSS ${rssBeforeMb.toFixed(0)} → ${rssAfterMb.toFixed(0)} MB, errors ${result.unexpected}`,
+      );
+    }
+  }
+  await stop(ceiling.child);
+
+  // --- Memory: queries of the succeeded task until RSS_REQUESTS were answered, RSS every quarter.
+  if (!SKIP.has('rss')) {
+    log(`memory: ${RSS_REQUESTS.toLocaleString('en-US')} queries`);
+    const samples = [{ requests: 0, rssMb: memoryOf(server.pid).rssMb }];
+    let answered = 0;
+    let rate = results.scenarios[0]?.server.rps ?? 3000;
+    let last: WrkResult | undefined;
+    for (const quarter of [1, 2, 3, 4]) {
+      const mark = (RSS_REQUESTS * quarter) / 4;
+      while (answered < mark) {
+        const seconds = Math.max(1, Math.ceil(((mark - answered) / rate) * 1.02));
+        last = await runWrk(`${server.url}${BASE}/${succeededId}`, queryScript, { ...LOAD, seconds });
+        if (last.statusErrors + last.socketErrors > 0) throw new Error(`memory run: ${last.statusErrors} error answers, ${last.socketErrors} socket errors`);
+        answered += last.requests;
+        rate = last.rps;
+      }
+      samples.push({ requests: answered, rssMb: memoryOf(server.pid).rssMb });
+      log(`memory: ${answered.toLocaleString('en-US')} requests, RSS ${samples.at(-1)!.rssMb.toFixed(0)} MB`);
+    }
+    results.rss = { samples, peakMb: memoryOf(server.pid).peakMb, p99Ms: last!.p99Ms };
+  }
+  await stop(server.child);
+  mainServer = undefined;
+
+  // --- Store size: a server of its own, GET and list at 1,000 tasks, then at SCALE_TASKS.
+  if (!SKIP.has('scale')) {
+    const scale = await createStore(join(work, 'scale'));
+    const scaleAuth = { Authorization: `Bearer ${scale.key}` };
+    const getScriptRandom = writeIdsScript(join(scripts, 'get-random.lua'), { method: 'GET', headers: scaleAuth, prefix: `${BASE}/`, suffix: '', wrap: true, exhausted: MISSING_ID });
+    const listScript = writeStaticScript(join(scripts, 'list-scale.lua'), { method: 'GET', headers: scaleAuth });
+    const now = Date.now();
+    let seeded = seedTasks(scale.dbPath, { template: succeeded, accountId: scale.accountId, count: 1000, newestAt: now });
+    const scaleServer = await startServer(scale, { worker: false, nodeArgs: SERVER_NODE_ARGS });
+    try {
+      const measure = async (tasks: number, seedSeconds: number): Promise<ScaleResult> => {
+        const idsFile = join(work, `get-${tasks}.ids`);
+        const ids = selectColumn<string>(scale.dbPath, 'SELECT id FROM tasks ORDER BY random() LIMIT 10000');
+        writeFileSync(idsFile, `${shuffle(ids).join('\n')}\n`);
+        const getArgs = [idsFile, String(LOAD.threads)];
+        await runWrk(scaleServer.url, getScriptRandom, WARMUP, getArgs);
+        const get = await runWrk(scaleServer.url, getScriptRandom, LOAD, getArgs);
+        // One connection: the latency of a lone request, without the queueing of a saturated server.
+        const getAlone = await runWrk(scaleServer.url, getScriptRandom, { ...LOAD, threads: 1, connections: 1 }, [idsFile, '1']);
+        await runWrk(`${scaleServer.url}${BASE}`, listScript, WARMUP);
+        const list = await runWrk(`${scaleServer.url}${BASE}`, listScript, LOAD);
+        if ([get, getAlone, list].some((run) => run.statusErrors + run.socketErrors > 0)) throw new Error(`store size ${tasks}: error answers`);
+        log(
+          `${tasks.toLocaleString('en-US')} tasks: GET p50 ${get.p50Ms.toFixed(2)} ms p99 ${get.p99Ms.toFixed(2)} ms ` +
+            `(1 connection: p99 ${getAlone.p99Ms.toFixed(2)} ms), list p99 ${list.p99Ms.toFixed(2)} ms`,
+        );
+        return { tasks, seedSeconds, get, getAlone, list, rssMb: memoryOf(scaleServer.pid).rssMb };
+      };
+      results.scale.push(await measure(1000, seeded.seconds));
+      log(`store size: writing ${(SCALE_TASKS - 1000).toLocaleString('en-US')} more tasks`);
+      // Older than the first 1,000, so that the list's first page is the same page at both sizes.
+      seeded = seedTasks(scale.dbPath, { template: succeeded, accountId: scale.accountId, count: SCALE_TASKS - 1000, newestAt: now - 1000 });
+      await sleep(1000);
+      results.scale.push(await measure(SCALE_TASKS, seeded.seconds));
+    } finally {
+      await stop(scaleServer.child);
+    }
+  }
+
+  // --- Pipeline: bench/pipeline.ts, its own servers and receiver.
+  if (!SKIP.has('pipeline')) {
+    log('pipeline: bench/pipeline.ts');
+    const pipelineArgs = ['--tasks', String(PIPELINE.tasks), '--concurrency', String(PIPELINE.concurrency), '--paced', String(PIPELINE.paced), '--rate', String(PIPELINE.rate)];
+    const { rows } = await runPipelineBench(pipelineArgs, CPU_PROFILE_DIR);
+    if (!rows.length) throw new Error('could not read the table bench/pipeline.ts printed');
+    results.pipeline = {
+      rows,
+      description:
+        `\`bench/pipeline.ts ${pipelineArgs.join(' ')}\`: one server (\`--role all\`) per store with the instant provider and webhooks to an HTTPS ` +
+        `receiver on loopback; tasks/s from the first of ${PIPELINE.tasks} submits (${PIPELINE.concurrency} clients) to the last webhook received; ` +
+        `latency from submit sent to webhook received for ${PIPELINE.paced} tasks paced at ${PIPELINE.rate}/s (not saturated).`,
+    };
+  }
+} finally {
+  if (mainServer) await stop(mainServer.child);
+  if (ceiling) await stop(ceiling.child);
+  rmSync(work, { recursive: true, force: true });
+}
+
+const targets = judgeTargets(results, FULL);
+const report = renderReport(results, targets);
+console.log(`\n${report}`);
+const write = args.write || (!QUICK && !CPU_PROFILE_DIR && !ONLY && SKIP.size === 0 && !args['no-write']);
+if (write) {
+  writeFileSync(join(REPO_ROOT, 'BENCHMARKS.md'), `${report}\n`);
+  log(`written to ${join(REPO_ROOT, 'BENCHMARKS.md')}`);
+}
+if (CPU_PROFILE_DIR && existsSync(CPU_PROFILE_DIR)) {
+  log(`CPU profiles in ${CPU_PROFILE_DIR}: ${readdirSync(CPU_PROFILE_DIR).filter((f) => f.endsWith('.cpuprofile')).join(', ')}`);
+}
+process.exit(0);

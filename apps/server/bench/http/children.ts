@@ -1,0 +1,109 @@
+/**
+ * The child processes of the HTTP benchmark (the server, the ceiling, wrk, the
+ * pipeline benchmark): started, watched for `listening on`, measured (RSS from
+ * /proc) and always stopped, also when the benchmark fails or is interrupted
+ * (a graceful stop is test/support's stopServerProcess).
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
+
+/** apps/server: where `src/main.ts` and the CLI are started from. */
+export const SERVER_ROOT = resolve(import.meta.dirname, '../..');
+
+const running = new Set<ChildProcess>();
+const detached = new WeakSet<ChildProcess>();
+
+/** Kills what is still running; a detached child with its whole process group (its own children). */
+function killAll(signal: NodeJS.Signals): void {
+  for (const child of running) {
+    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) continue;
+    try {
+      if (detached.has(child)) process.kill(-child.pid, signal);
+      else child.kill(signal);
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+const directories = new Set<string>();
+
+/** Removes `dir` when the process exits, however it exits. */
+export function removeOnExit(dir: string): string {
+  directories.add(dir);
+  return dir;
+}
+
+process.on('exit', () => {
+  killAll('SIGKILL');
+  for (const dir of directories) rmSync(dir, { recursive: true, force: true });
+});
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    console.error(`\nbench: ${signal}, stopping the child processes`);
+    killAll('SIGTERM');
+    process.exit(130);
+  });
+}
+
+export function track(child: ChildProcess, options: { group?: boolean } = {}): ChildProcess {
+  running.add(child);
+  if (options.group) detached.add(child);
+  child.once('exit', () => running.delete(child));
+  return child;
+}
+
+export interface NodeService {
+  child: ChildProcess;
+  pid: number;
+  /** `http://127.0.0.1:<port>` */
+  url: string;
+  /** Everything it printed so far. */
+  output(): string;
+}
+
+/**
+ * Starts `node [nodeArgs] --import tsx <script> [args]` from apps/server (node
+ * itself, not a tsx wrapper, so that the pid is the server's) and resolves
+ * once it prints `listening on http://…`; rejects if it exits first.
+ */
+export function startNodeService(script: string, args: string[], env: Record<string, string>, nodeArgs: string[] = []): Promise<NodeService> {
+  const child = track(
+    spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
+      cwd: SERVER_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+  let output = '';
+  return new Promise((done, fail) => {
+    const collect = (chunk: Buffer) => {
+      output += chunk.toString();
+      const listening = /listening on (http:\/\/\S+)/.exec(output);
+      if (listening) done({ child, pid: child.pid!, url: listening[1]!, output: () => output });
+    };
+    child.stdout!.on('data', collect);
+    child.stderr!.on('data', collect);
+    child.once('exit', (code, signal) => fail(new Error(`${script} exited ${code ?? signal} before listening:\n${output}`)));
+  });
+}
+
+/** Resident set size of a live process in MB (VmRSS), and its peak (VmHWM). */
+export function memoryOf(pid: number): { rssMb: number; peakMb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
+}
+
+const execFileAsync = promisify(execFile);
+
+/** `vidgen <args> --json` with the store in `env`, the operators' way; its JSON answer. */
+export async function runCli<T>(env: Record<string, string>, args: string[]): Promise<T> {
+  const { stdout } = await execFileAsync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args, '--json'], {
+    cwd: SERVER_ROOT,
+    env: { ...process.env, ...env },
+  });
+  return JSON.parse(stdout) as T;
+}

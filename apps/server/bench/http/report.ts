@@ -1,0 +1,270 @@
+/**
+ * What `pnpm bench` prints and writes to BENCHMARKS.md: the machine, the
+ * tables, and each target of issue 9 with its figure and met/missed.
+ */
+import { readFileSync } from 'node:fs';
+import { availableParallelism, loadavg, release, totalmem } from 'node:os';
+import Database from 'better-sqlite3';
+import type { PipelineFigures } from './pipeline-run.js';
+import type { WrkResult } from './wrk.js';
+
+export interface Machine {
+  cpu: string;
+  cores: number;
+  ramGiB: number;
+  node: string;
+  wrk: string;
+  sqlite: string;
+  kernel: string;
+  /** 1-minute load average just before the run */
+  loadBefore: number;
+}
+
+export function describeMachine(wrk: string): Machine {
+  const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
+  const memory = new Database(':memory:');
+  const sqlite = memory.prepare('SELECT sqlite_version()').pluck().get() as string;
+  memory.close();
+  return {
+    cpu: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? 'unknown CPU',
+    cores: availableParallelism(),
+    ramGiB: totalmem() / 2 ** 30,
+    node: process.version,
+    wrk,
+    sqlite,
+    kernel: release(),
+    loadBefore: loadavg()[0]!,
+  };
+}
+
+export interface ScenarioResult {
+  name: string;
+  /** the server's answer to the same request, in bytes */
+  answerBytes: number;
+  server: WrkResult;
+  ceiling: WrkResult;
+  rssBeforeMb: number;
+  rssAfterMb: number;
+  /** answers other than the expected status, plus socket errors */
+  unexpected: number;
+  note?: string;
+}
+
+export interface ScaleResult {
+  tasks: number;
+  seedSeconds: number;
+  get: WrkResult;
+  /** GET at one connection */
+  getAlone: WrkResult;
+  list: WrkResult;
+  rssMb: number;
+}
+
+export interface RssSample {
+  requests: number;
+  rssMb: number;
+}
+
+export interface Results {
+  machine: Machine;
+  command: string;
+  date: Date;
+  quick: boolean;
+  load: { threads: number; connections: number; seconds: number; warmupSeconds: number };
+  ceilingBytes: number;
+  scenarios: ScenarioResult[];
+  scale: ScaleResult[];
+  rss: { samples: RssSample[]; peakMb: number; p99Ms: number } | undefined;
+  pipeline: { rows: PipelineFigures[]; description: string } | undefined;
+  notes: string[];
+}
+
+const int = (n: number) => Math.round(n).toLocaleString('en-US');
+const ms = (n: number) => `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`;
+const mb = (n: number) => `${n.toFixed(0)} MB`;
+
+export function markdownTable(head: string[], rows: string[][]): string {
+  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
+}
+
+export interface Target {
+  target: string;
+  figure: string;
+  /** undefined: not measured in this run */
+  met: boolean | undefined;
+}
+
+/** The issue's targets, each judged from this run's figures (ratios to the ceiling of the same run). */
+export function judgeTargets(results: Results, full: { scaleTasks: number; rssRequests: number }): Target[] {
+  const scenario = (name: string) => results.scenarios.find((s) => s.name === name);
+  const targets: Target[] = [];
+  const query = scenario('query, succeeded task');
+  const submit = scenario('submit');
+  const c = results.load.connections;
+  targets.push(
+    query
+      ? { target: 'query of a task ≥ 0.7 × ceiling', figure: `${(query.server.rps / query.ceiling.rps).toFixed(2)}`, met: query.server.rps / query.ceiling.rps >= 0.7 }
+      : { target: 'query of a task ≥ 0.7 × ceiling', figure: 'not measured', met: undefined },
+  );
+  targets.push(
+    submit
+      ? { target: 'submit on SQLite ≥ 0.35 × ceiling', figure: `${(submit.server.rps / submit.ceiling.rps).toFixed(2)}`, met: submit.server.rps / submit.ceiling.rps >= 0.35 }
+      : { target: 'submit on SQLite ≥ 0.35 × ceiling', figure: 'not measured', met: undefined },
+  );
+  for (const [label, s] of [['query', query], ['submit', submit]] as const) {
+    const target = `${label} p99 ≤ 5 ms at ${c} connections`;
+    // The target is for 50 connections; another load is reported but not judged.
+    targets.push(s ? { target, figure: ms(s.server.p99Ms), met: c === 50 ? s.server.p99Ms <= 5 : undefined } : { target, figure: 'not measured', met: undefined });
+  }
+  const [small, large] = [results.scale[0], results.scale.at(-1)];
+  const scaleTarget = `GET p99 with ${int(full.scaleTasks)} tasks ≤ 1.2 × with 1,000`;
+  if (small && large && large !== small) {
+    const ratio = large.get.p99Ms / small.get.p99Ms;
+    const quick = large.tasks < full.scaleTasks ? ` (quick: ${int(large.tasks)} tasks)` : '';
+    const alone = `; 1 connection: ${(large.getAlone.p99Ms / small.getAlone.p99Ms).toFixed(2)}×`;
+    targets.push({ target: scaleTarget, figure: `${ms(large.get.p99Ms)} / ${ms(small.get.p99Ms)} = ${ratio.toFixed(2)}×${alone}${quick}`, met: ratio <= 1.2 });
+  } else targets.push({ target: scaleTarget, figure: 'not measured', met: undefined });
+
+  const sqlite = results.pipeline?.rows.find((row) => row.store === 'SQLite');
+  targets.push(
+    sqlite
+      ? { target: 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)', figure: `${int(sqlite.tasksPerSecond)} tasks/s`, met: sqlite.tasksPerSecond >= 1000 }
+      : { target: 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)', figure: 'not measured', met: undefined },
+  );
+  targets.push(
+    sqlite
+      ? { target: 'submit → webhook p99 ≤ 100 ms, not saturated', figure: `${ms(sqlite.p99Ms)} (${sqlite.labels.find((l) => l.startsWith('p99')) ?? 'p99'})`, met: sqlite.p99Ms <= 100 }
+      : { target: 'submit → webhook p99 ≤ 100 ms, not saturated', figure: 'not measured', met: undefined },
+  );
+
+  const rss = results.rss;
+  const last = rss?.samples.at(-1);
+  const half = rss?.samples.find((sample) => last && sample.requests >= last.requests / 2);
+  const quickRss = last && last.requests < full.rssRequests ? ` (quick: ${int(last.requests)} requests)` : '';
+  targets.push(
+    last
+      ? { target: `server RSS ≤ 200 MB after ${int(full.rssRequests)} requests`, figure: `${mb(last.rssMb)} after ${int(last.requests)}${quickRss}`, met: last.rssMb <= 200 }
+      : { target: `server RSS ≤ 200 MB after ${int(full.rssRequests)} requests`, figure: 'not measured', met: undefined },
+  );
+  targets.push(
+    last && half && half !== last
+      ? {
+          target: 'RSS not growing (last sample ≤ 1.05 × the one at half the requests)',
+          figure: `${mb(half.rssMb)} at ${int(half.requests)} → ${mb(last.rssMb)} at ${int(last.requests)}`,
+          met: last.rssMb <= half.rssMb * 1.05,
+        }
+      : { target: 'RSS not growing', figure: 'not measured', met: undefined },
+  );
+  return targets;
+}
+
+/** The whole report as Markdown: printed to the console and written to BENCHMARKS.md. */
+export function renderReport(results: Results, targets: Target[]): string {
+  const { machine, load } = results;
+  const out: string[] = [];
+  out.push('# Benchmarks', '');
+  out.push(
+    'Measured by `pnpm bench` (`apps/server/bench/http.ts`) in one run on one machine: a bare Hono app on',
+    '@hono/node-server answering a fixed JSON body of a succeeded task’s size (the ceiling) and the real',
+    'server (SQLite, `src/main.ts`, rate limits off), driven by the same wrk with the same threads,',
+    'connections and duration; then the store at two sizes, the memory after many requests, and the',
+    'pipeline with the `instant` provider (`bench/pipeline.ts`). Ratios are to the ceiling of the same run.',
+    '',
+  );
+  for (const note of results.notes) out.push(`> **${note}**`, '');
+  out.push('## Machine and command', '');
+  out.push(
+    `- CPU: ${machine.cpu}, ${machine.cores} cores; RAM ${machine.ramGiB.toFixed(1)} GiB; Linux ${machine.kernel}`,
+    `- Node ${machine.node}, ${machine.wrk}, SQLite ${machine.sqlite}`,
+    `- load average before the run: ${machine.loadBefore.toFixed(2)}`,
+    `- date: ${results.date.toISOString()}`,
+    `- command: \`${results.command}\` (from the repository root)`,
+    `- load: \`wrk -t${load.threads} -c${load.connections} -d${load.seconds}s --latency\` per run, after a ${load.warmupSeconds} s warm-up of the same request` +
+      (load.threads === 1 ? ' (one wrk thread, so that the process measured keeps a core of its own)' : ''),
+    '',
+  );
+
+  if (results.scenarios.length) {
+    out.push('## HTTP: the server against the ceiling', '');
+    out.push(
+      markdownTable(
+        ['request', 'req/s', 'p50', 'p99', 'ceiling req/s', 'ceiling p99', 'ratio', 'server RSS before → after', 'answer', 'errors'],
+        results.scenarios.map((s) => [
+          s.name,
+          int(s.server.rps),
+          ms(s.server.p50Ms),
+          ms(s.server.p99Ms),
+          int(s.ceiling.rps),
+          ms(s.ceiling.p99Ms),
+          (s.server.rps / s.ceiling.rps).toFixed(2),
+          `${mb(s.rssBeforeMb)} → ${mb(s.rssAfterMb)}`,
+          `${int(s.answerBytes)} B`,
+          String(s.unexpected),
+        ]),
+      ),
+      '',
+      `The ceiling answers every request with the same ${int(results.ceilingBytes)} bytes (the succeeded task's answer). "errors": answers`,
+      'other than the expected status (404 for the missing task, 2xx otherwise) plus socket errors and timeouts.',
+      ...results.scenarios.filter((s) => s.note).map((s) => `${s.name}: ${s.note}`),
+      '',
+    );
+  }
+
+  if (results.scale.length) {
+    out.push('## GET latency and store size', '');
+    out.push(
+      markdownTable(
+        ['tasks in the store', 'GET req/s', 'GET p50', 'GET p99', 'GET p50, 1 conn.', 'GET p99, 1 conn.', 'list req/s', 'list p50', 'list p99', 'server RSS', 'seeded in'],
+        results.scale.map((s) => [
+          int(s.tasks),
+          int(s.get.rps),
+          ms(s.get.p50Ms),
+          ms(s.get.p99Ms),
+          ms(s.getAlone.p50Ms),
+          ms(s.getAlone.p99Ms),
+          int(s.list.rps),
+          ms(s.list.p50Ms),
+          ms(s.list.p99Ms),
+          mb(s.rssMb),
+          `${s.seedSeconds.toFixed(1)} s`,
+        ]),
+      ),
+      '',
+      'A server of its own on a fresh store: every task on the benchmark account (copies of a real succeeded task, written',
+      'directly to SQLite with their jobs and ledger charges, the balance lowered to match). GET: each request a random',
+      `task among up to 10,000 drawn from the whole store, at ${results.load.connections} connections and at 1 (a lone request, no queueing);`,
+      'list: the first page (20 tasks), the same page at both sizes. The target is judged at the first load.',
+      '',
+    );
+  }
+
+  if (results.rss) {
+    out.push('## Memory under a long run', '');
+    out.push(
+      markdownTable(
+        ['requests (query of a succeeded task)', ...results.rss.samples.map((s) => int(s.requests))],
+        [['server RSS', ...results.rss.samples.map((s) => mb(s.rssMb))]],
+      ),
+      '',
+      `The server of the HTTP table after its runs; peak RSS ${mb(results.rss.peakMb)}; p99 of the last part ${ms(results.rss.p99Ms)}.`,
+      '',
+    );
+  }
+
+  if (results.pipeline) {
+    out.push('## Pipeline: submit → webhook received (instant provider)', '');
+    out.push(
+      markdownTable(
+        ['store', 'tasks/s, submit → webhook', 'submits/s', 'latency p50', 'latency p99'],
+        results.pipeline.rows.map((row) => [row.store, int(row.tasksPerSecond), int(row.submitsPerSecond), ms(row.p50Ms), ms(row.p99Ms)]),
+      ),
+      '',
+      results.pipeline.description,
+      '',
+    );
+  }
+
+  out.push('## Targets', '');
+  out.push(markdownTable(['target', 'this run', ''], targets.map((t) => [t.target, t.figure, t.met === undefined ? '—' : t.met ? 'met' : '**missed**'])), '');
+  return out.join('\n');
+}
