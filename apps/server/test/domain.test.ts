@@ -67,6 +67,17 @@ describe('media rules', () => {
     ]);
   });
 
+  it('refuses a prompt or metadata that is not text (NUL, unpaired surrogates), naming where', () => {
+    const notText = 'must be text: no NUL character (U+0000) and no unpaired surrogate';
+    expect(checkSubmissionRules({ model: 'vidgen-2.0', prompt: 'a\u0000b' })).toEqual([{ field: '/prompt', message: notText }]);
+    expect(checkSubmissionRules({ model: 'vidgen-2.0', prompt: 'lone \ud800 high' })).toEqual([{ field: '/prompt', message: notText }]);
+    expect(checkSubmissionRules({ model: 'vidgen-2.0', prompt: 'lone \udc00 low' })).toEqual([{ field: '/prompt', message: notText }]);
+    expect(checkSubmissionRules({ model: 'vidgen-2.0', metadata: { order: { 'a/b': ['ok', 'x\u0000'] } } })).toEqual([{ field: '/metadata/order/a~1b/1', message: notText }]);
+    expect(checkSubmissionRules({ model: 'vidgen-2.0', metadata: { ['k\ud83d']: 1 } })).toEqual([{ field: '/metadata/k\ud83d', message: notText }]);
+    // Paired surrogates (emoji), control characters other than NUL, RTL marks: text.
+    expect(checkSubmissionRules({ model: 'vidgen-2.0', prompt: 'a 😀 boat\t\u202e\ufeff', metadata: { '😀': '\u0001' } })).toEqual([]);
+  });
+
   it('explains why a URL is refused', () => {
     expect(explainUrl('http://x.com/a.png', { needsMediaKind: true })).toBe('must be an https:// URL');
     expect(explainUrl('https://u:p@x.com/a.png', { needsMediaKind: true })).toBe('must not contain a user name or password');

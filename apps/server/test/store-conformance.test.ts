@@ -181,6 +181,12 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     expect(await store().auditBalance('acc_1')).toEqual({ balance: 97, ledgerSum: 97 });
   });
 
+  it('answers a submission both short of credits and over the cap as short of credits, on either store', async () => {
+    await submit(1);
+    const outcome = await store().submitTask({ job, task: task(500, later(1)), idempotency: null, maxActiveTasks: 1, now: later(1), respond });
+    expect(outcome).toEqual({ kind: 'insufficient_credits', required: 500, available: 99 });
+  });
+
   describe('idempotency', () => {
     const claimKey = (key: string, fingerprint = 'f1') => ({ key, fingerprint, expiresAt: later(24 * 3600_000) });
 

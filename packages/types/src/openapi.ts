@@ -397,7 +397,9 @@ export interface components {
         WebhookUrl: string;
         /**
          * @description Your own data for reconciliation, stored and returned unchanged. Any JSON object of at
-         *     most 4 KiB (4096 bytes) serialized as UTF-8 JSON.
+         *     most 4 KiB (4096 bytes) serialized as UTF-8 JSON. Its keys and strings are text: a NUL
+         *     character (U+0000) or an unpaired UTF-16 surrogate in one is refused with `400
+         *     invalid_request`.
          * @example {
          *       "orderId": "ord_1138"
          *     }
@@ -412,7 +414,9 @@ export interface components {
         SubmitGenerationRequest: {
             model: components["schemas"]["ModelId"];
             /**
-             * @description What the video should show. 1–5000 characters, not only whitespace.
+             * @description What the video should show. 1–5000 characters, not only whitespace. Text only: a NUL
+             *     character (U+0000) or an unpaired UTF-16 surrogate is refused with `400
+             *     invalid_request` (neither is text, and neither can be stored faithfully).
              * @example A paper boat drifting down a rainy city street at dusk
              */
             prompt: string;

@@ -66,9 +66,36 @@ export function explainUrl(url: string, { needsMediaKind }: { needsMediaKind: bo
 /** "a video", "audio": a reference kind as a phrase. */
 export const kindPhrase = (kind: MediaKind) => (kind === 'audio' ? 'audio' : kind === 'image' ? 'an image' : `a ${kind}`);
 
+/** NUL, or a UTF-16 surrogate without its pair: not text, and not storable as such (PostgreSQL refuses both). */
+const NOT_TEXT = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** The JSON Pointer of the first key or string inside `value` that is not text, if any (iterative: metadata may nest). */
+function firstNonText(value: unknown, pointer: string): string | undefined {
+  for (const stack: [unknown, string][] = [[value, pointer]]; stack.length; ) {
+    const [item, at] = stack.pop()!;
+    if (typeof item === 'string') {
+      if (NOT_TEXT.test(item)) return at;
+    } else if (item && typeof item === 'object') {
+      for (const [key, child] of Object.entries(item)) {
+        const childAt = `${at}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+        if (NOT_TEXT.test(key)) return childAt;
+        stack.push([child, childAt]);
+      }
+    }
+  }
+  return undefined;
+}
+
 /** Rules beyond the schema, for a body the schema has accepted. */
-export function checkSubmissionRules(body: { model: ModelId; mediaUrls?: string[]; metadata?: object }): RuleViolation[] {
+export function checkSubmissionRules(body: { model: ModelId; prompt?: string; mediaUrls?: string[]; metadata?: object }): RuleViolation[] {
   const violations: RuleViolation[] = [];
+  for (const [field, value] of [
+    ['/prompt', body.prompt],
+    ['/metadata', body.metadata],
+  ] as const) {
+    const at = firstNonText(value, field);
+    if (at) violations.push({ field: at, message: 'must be text: no NUL character (U+0000) and no unpaired surrogate' });
+  }
   const kinds = (body.mediaUrls ?? []).map((url) => mediaKindOf(url));
   const allowed = MODEL_RULES[body.model].media.kinds;
   kinds.forEach((kind, i) => {

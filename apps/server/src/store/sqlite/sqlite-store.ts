@@ -177,12 +177,14 @@ export class SqliteStore implements Store, JobQueue {
             return { kind: 'replayed', response: { status: claimed.response_status, body: JSON.parse(claimed.response_body) } };
           }
         }
+        // Credits first, then the cap: the order PostgreSQL has (its charge locks the account row for the count).
+        const available = (this.sql.selectAccount.get(task.accountId) as Row | undefined)?.balance ?? 0;
+        if (available < task.creditsCharged) return { kind: 'insufficient_credits', required: task.creditsCharged, available };
         if (input.maxActiveTasks && (this.sql.countActiveTasks.pluck().get(task.accountId) as number) >= input.maxActiveTasks) {
           return { kind: 'too_many_active_tasks', limit: input.maxActiveTasks };
         }
-        const charged = this.sql.chargeBalance.run({ id: task.accountId, amount: task.creditsCharged }).changes === 1;
-        if (!charged) {
-          const available = (this.sql.selectAccount.get(task.accountId) as Row | undefined)?.balance ?? 0;
+        // Conditional all the same: the balance can never go below zero.
+        if (this.sql.chargeBalance.run({ id: task.accountId, amount: task.creditsCharged }).changes !== 1) {
           return { kind: 'insufficient_credits', required: task.creditsCharged, available };
         }
         this.sql.insertTask.run({
