@@ -9,7 +9,7 @@ import type { AppDeps } from './http/deps.js';
 import { ApiError } from './http/errors.js';
 import { createMetrics } from './http/metrics.js';
 import { refuseWhileDraining } from './http/drain.js';
-import { observe } from './http/middleware.js';
+import { createApiKeyCache, observe } from './http/middleware.js';
 import { securityHeaders } from './http/security-headers.js';
 import { registerFileRoutes } from './http/routes/files.js';
 import { registerGenerationRoutes } from './http/routes/generations.js';
@@ -23,7 +23,12 @@ export type { AppDeps } from './http/deps.js';
 
 export function createApp(deps: AppDeps): Hono<AppEnv> {
   // Every log line the app writes serializes errors without their stack (logging.ts).
-  deps = { ...deps, logger: withSafeErrors(deps.logger), metrics: deps.metrics ?? createMetrics(deps.store, { processMetrics: false }) };
+  deps = {
+    ...deps,
+    logger: withSafeErrors(deps.logger),
+    metrics: deps.metrics ?? createMetrics(deps.store, { processMetrics: false }),
+    apiKeyCache: createApiKeyCache(deps, deps.config.keyCacheMs ?? 0),
+  };
   const app = new Hono<AppEnv>();
   app.use('*', observe({ ...deps, metrics: deps.metrics! }));
   app.use('*', securityHeaders(deps));

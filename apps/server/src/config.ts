@@ -25,6 +25,8 @@ export interface Config {
   maxActiveTasks: number;
   /** VIDGEN_IDEMPOTENCY_TTL_HOURS: how long Idempotency-Key answers are replayed (default 24). */
   idempotencyTtlMs: number;
+  /** VIDGEN_KEY_CACHE_SECONDS: how long an API key's record is reused before it is read again, so the most a revocation takes to apply (default 5; 0: read every request). */
+  keyCacheMs: number;
   /** VIDGEN_LOG_LEVEL: pino level (default info; silent for none). */
   logLevel: string;
   /** VIDGEN_DEV_BOOTSTRAP: on an empty store, create a development account and print its key (default on unless NODE_ENV=production). */
@@ -237,6 +239,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     maxActiveTasks: integer(env, 'VIDGEN_MAX_ACTIVE_TASKS', 20, 0, 1_000_000),
     idempotencyTtlMs: integer(env, 'VIDGEN_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3600_000,
+    keyCacheMs: integer(env, 'VIDGEN_KEY_CACHE_SECONDS', 5, 0, 3600) * 1000,
     logLevel,
     devBootstrap: boolean(env, 'VIDGEN_DEV_BOOTSTRAP', env.NODE_ENV !== 'production'),
     devCredits: integer(env, 'VIDGEN_DEV_CREDITS', 100_000, 0, Number.MAX_SAFE_INTEGER),

@@ -24,7 +24,7 @@ import { FILE_CSP, LOCKED_DOWN_CSP } from '../src/http/security-headers.js';
 import { systemClock } from '../src/interfaces.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../src/store/store.js';
-import { harness, harnessOver, SUBMIT, until, validSubmit, type Harness } from './support.js';
+import { harness, harnessOver, SUBMIT, testConfig, until, validSubmit, type Harness } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
 
 const MODELS = '/api/open/v1/models';
@@ -248,6 +248,37 @@ describe('bodies that are too big or too deep are refused cheaply', () => {
 });
 
 describe('keys', () => {
+  it('refuses a key revoked by another process once the key cache time has passed, and looks unknown keys up every time', async () => {
+    const store = new SqliteStore(':memory:');
+    const h = harnessOver(store, { config: testConfig({ keyCacheMs: 5000 }) });
+    const { key, keyId } = await h.account();
+    expect((await h.request('GET', MODELS, { key })).status).toBe(200);
+    let lookups = 0;
+    const findApiKeyByHash = store.findApiKeyByHash.bind(store);
+    store.findApiKeyByHash = (hash) => (lookups++, findApiKeyByHash(hash));
+    // Revoked behind the app's back, as the CLI does: the cached record is still used for up to 5 s.
+    await store.revokeApiKey({ id: keyId, now: h.clock.now() });
+    h.clock.advance(4999);
+    expect((await h.request('GET', MODELS, { key })).status).toBe(200);
+    expect(lookups).toBe(0);
+    h.clock.advance(1);
+    expect((await h.request('GET', MODELS, { key })).status).toBe(401);
+    // Its revoked record is what is cached now (a revocation is never undone).
+    expect((await h.request('GET', MODELS, { key })).status).toBe(401);
+    expect(lookups).toBe(1);
+    const unknown = generateApiKey('live');
+    for (let i = 0; i < 3; i++) expect((await h.request('GET', MODELS, { key: unknown })).status).toBe(401);
+    expect(lookups).toBe(4);
+  });
+
+  it('reads the key on every request when the key cache is off', async () => {
+    const h = harness({ config: testConfig({ keyCacheMs: 0 }) });
+    const { key, keyId } = await h.account();
+    expect((await h.request('GET', MODELS, { key })).status).toBe(200);
+    await h.store.revokeApiKey({ id: keyId, now: h.clock.now() });
+    expect((await h.request('GET', MODELS, { key })).status).toBe(401);
+  });
+
   it('answers malformed, unknown, revoked and expired keys with the same status, header and body', async () => {
     const h = harness();
     const { key, accountId, keyId } = await h.account();

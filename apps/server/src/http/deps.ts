@@ -4,6 +4,7 @@ import type { ModelId, PriceTable } from '../domain/catalog.js';
 import type { OutputFiles } from '../files/storage.js';
 import type { Clock, TaskEvents } from '../interfaces.js';
 import type { Store } from '../store/store.js';
+import type { ApiKeyCache } from './middleware.js';
 import type { Metrics } from './metrics.js';
 import type { RateLimiter, RateLimits } from './rate-limit.js';
 
@@ -21,6 +22,8 @@ export interface AppConfig {
   rateLimits?: RateLimits;
   /** Queued and processing tasks an account may have at once (D10); absent or 0: no cap. */
   maxActiveTasks?: number;
+  /** How long a key's stored record is reused before it is read again (http/middleware.ts createApiKeyCache); absent or 0: read every time. */
+  keyCacheMs?: number;
 }
 
 export interface AppDeps {
@@ -40,4 +43,6 @@ export interface AppDeps {
   wakeWorkers?: () => void;
   /** Serves output files (GET /files/…); absent when this process serves none. */
   files?: OutputFiles;
+  /** Made by createApp from `config.keyCacheMs`. */
+  apiKeyCache?: ApiKeyCache;
 }

@@ -6,7 +6,7 @@ import { hashApiKey, isWellFormedApiKey, sameApiKeyHash } from '../domain/keys.j
 import { newCorrelationId } from '../domain/ids.js';
 import type { Clock } from '../interfaces.js';
 import { redactSecrets } from '../logging.js';
-import type { ApiKeyRecord, Store } from '../store/store.js';
+import type { ApiKeyRecord, Store, StoredApiKey } from '../store/store.js';
 import type { AppEnv } from './context.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
@@ -57,15 +57,46 @@ const unauthorized = (message: string, error?: string) =>
   });
 
 /**
+ * Stored key records by key hash, each kept `ttlMs` after it was read (at most
+ * `maxEntries`, the oldest dropped first), so that a busy key is not looked up
+ * on every request. A key revoked (by any process) is therefore still accepted
+ * here for at most `ttlMs`; expiry is checked on every request against the
+ * clock. Only keys found are kept: an unknown key is looked up every time, so
+ * made-up keys cannot fill the cache. `ttlMs` 0: no cache.
+ */
+export interface ApiKeyCache {
+  find(hash: string): Promise<StoredApiKey | undefined>;
+}
+
+export function createApiKeyCache(deps: { store: Store; clock: Clock }, ttlMs: number, maxEntries = 10_000): ApiKeyCache {
+  const entries = new Map<string, { found: StoredApiKey; until: number }>();
+  return {
+    async find(hash) {
+      if (ttlMs <= 0) return deps.store.findApiKeyByHash(hash);
+      const now = deps.clock.now().getTime();
+      const cached = entries.get(hash);
+      if (cached && cached.until > now) return cached.found;
+      const found = await deps.store.findApiKeyByHash(hash);
+      entries.delete(hash);
+      if (found) {
+        if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
+        entries.set(hash, { found, until: now + ttlMs });
+      }
+      return found;
+    },
+  };
+}
+
+/**
  * The key's record when it is genuine, not revoked and not expired; undefined
  * for every other key, whatever the reason, so that all of them get one answer.
  * A key whose shape or checksum is wrong is not looked up (the checksum is
  * public, so skipping the store reveals nothing and keeps garbage off it).
  */
-async function usableKey(deps: { store: Store; clock: Clock }, key: string): Promise<ApiKeyRecord | undefined> {
+async function usableKey(deps: { store: Store; clock: Clock; apiKeyCache?: ApiKeyCache }, key: string): Promise<ApiKeyRecord | undefined> {
   if (!isWellFormedApiKey(key)) return undefined;
   const hash = hashApiKey(key);
-  const found = await deps.store.findApiKeyByHash(hash);
+  const found = await (deps.apiKeyCache ? deps.apiKeyCache.find(hash) : deps.store.findApiKeyByHash(hash));
   if (!found || !sameApiKeyHash(found.hash, hash)) return undefined;
   const { hash: _stored, ...record } = found;
   const now = deps.clock.now();
@@ -73,7 +104,7 @@ async function usableKey(deps: { store: Store; clock: Clock }, key: string): Pro
 }
 
 /** Resolves the bearer key (only its hash is looked up) and checks the operation's scopes. */
-export function authenticate(deps: { store: Store; clock: Clock }, scopes: string[]): MiddlewareHandler<AppEnv> {
+export function authenticate(deps: { store: Store; clock: Clock; apiKeyCache?: ApiKeyCache }, scopes: string[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const header = c.req.header('authorization');
     if (!header) throw unauthorized('missing API key: send Authorization: Bearer <key>');
