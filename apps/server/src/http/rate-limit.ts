@@ -44,15 +44,19 @@ export function createMemoryRateLimiter(): RateLimiter {
   };
 }
 
-/** Charges the request to the authenticated key's `budget`; 429 `rate_limited` past it. Every answer carries the headers. */
-export function rateLimit(deps: { rateLimiter?: RateLimiter; clock: Clock; rateLimits?: RateLimits }, budget: Budget): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const limits = deps.rateLimits;
-    const quota = limits?.[budget] ?? 0;
-    if (!deps.rateLimiter || !limits || quota <= 0) return next();
+/**
+ * Charges the request to the authenticated key's `budget`; 429 `rate_limited` past it. Every answer carries the headers.
+ * Undefined (no middleware at all, see `sequence`) when the budget is off.
+ */
+export function rateLimit(deps: { rateLimiter?: RateLimiter; clock: Clock; rateLimits?: RateLimits }, budget: Budget): MiddlewareHandler<AppEnv> | undefined {
+  const limits = deps.rateLimits;
+  const quota = limits?.[budget] ?? 0;
+  const rateLimiter = deps.rateLimiter;
+  if (!rateLimiter || !limits || quota <= 0) return undefined;
+  const limit: MiddlewareHandler<AppEnv> = async (c, next) => {
     const now = deps.clock.now().getTime();
     const windowStart = Math.floor(now / limits.windowMs) * limits.windowMs;
-    const count = await deps.rateLimiter.hit(`${budget}:${c.get('apiKey').id}`, new Date(windowStart), limits.windowMs);
+    const count = await rateLimiter.hit(`${budget}:${c.get('apiKey').id}`, new Date(windowStart), limits.windowMs);
     const resetSeconds = Math.max(1, Math.ceil((windowStart + limits.windowMs - now) / 1000));
     const headers = {
       'RateLimit-Policy': `"${budget}";q=${quota};w=${limits.windowMs / 1000}`,
@@ -69,4 +73,5 @@ export function rateLimit(deps: { rateLimiter?: RateLimiter; clock: Clock; rateL
     // Set again after the handler: an answer built with fresh headers keeps them.
     for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
   };
+  return limit;
 }

@@ -13,7 +13,7 @@ import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { onShutdown } from '../drain.js';
 import { ApiError } from '../errors.js';
-import { authenticate, jsonBody, readJson } from '../middleware.js';
+import { authenticate, jsonBody, readJson, sequence } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
 import { bodyValidator, componentValidator, honoPath, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
 
@@ -39,7 +39,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
   /** The key and its scopes, then its budget: submissions have their own, everything else shares `read`. */
   const auth = (operationId: string) =>
-    [authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, operationId === 'submitGeneration' ? 'submit' : 'read')] as const;
+    sequence(authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, operationId === 'submitGeneration' ? 'submit' : 'read'));
 
   const validateSubmitBody = bodyValidator<SubmitRequest>('submitGeneration');
   const validateSubmitHeaders = paramsValidator<{ 'Idempotency-Key'?: string }>('submitGeneration', 'header');
@@ -53,7 +53,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     aspectRatio: schemaDefault('SubmitGenerationRequest', 'aspectRatio') as AspectRatio,
   };
 
-  app.post(honoPath(specOperation('submitGeneration').path), ...auth('submitGeneration'), ...jsonBody(), async (c) => {
+  app.post(honoPath(specOperation('submitGeneration').path), auth('submitGeneration'), ...jsonBody(), async (c) => {
     const headers = validateSubmitHeaders({ 'idempotency-key': c.req.header('idempotency-key') });
     if (!headers.ok) throw invalid(headers.details);
     const body = await readJson(c);
@@ -150,7 +150,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     }
   }
 
-  app.get(honoPath(specOperation('getGeneration').path), ...auth('getGeneration'), async (c) => {
+  app.get(honoPath(specOperation('getGeneration').path), auth('getGeneration'), async (c) => {
     const query = validateGetQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const accountId = c.get('apiKey').accountId;
@@ -163,7 +163,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     return c.json(toTaskResource(task) satisfies SuccessBody<'getGeneration'>, 200);
   });
 
-  app.get(honoPath(specOperation('listGenerations').path), ...auth('listGenerations'), async (c) => {
+  app.get(honoPath(specOperation('listGenerations').path), auth('listGenerations'), async (c) => {
     const query = validateListQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const { limit = 20, cursor, status } = query.value;
@@ -184,7 +184,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     return c.json({ success: true, data: page.map(toTaskResource), nextCursor } satisfies SuccessBody<'listGenerations'>, 200);
   });
 
-  app.post(honoPath(specOperation('cancelGeneration').path), ...auth('cancelGeneration'), async (c) => {
+  app.post(honoPath(specOperation('cancelGeneration').path), auth('cancelGeneration'), async (c) => {
     const id = c.req.param('requestId')!;
     if (!isRequestId(id)) throw notFound(id);
     const outcome = await store.cancelTask({ accountId: c.get('apiKey').accountId, id, now: clock.now() });

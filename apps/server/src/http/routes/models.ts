@@ -4,14 +4,14 @@ import type { SuccessBody } from '@vidgen/types';
 import { describeModels } from '../../domain/catalog.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
-import { authenticate } from '../middleware.js';
+import { authenticate, sequence } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
 import { specOperation } from '../spec.js';
 
 export function registerModelRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   const op = specOperation('listModels');
   const body = { success: true, data: describeModels(deps.config.prices) } satisfies SuccessBody<'listModels'>;
-  app.get(op.path, authenticate(deps, op.scopes ?? []), rateLimit({ rateLimiter: deps.rateLimiter, clock: deps.clock, rateLimits: deps.config.rateLimits }, 'read'), (c) =>
+  app.get(op.path, sequence(authenticate(deps, op.scopes ?? []), rateLimit({ rateLimiter: deps.rateLimiter, clock: deps.clock, rateLimits: deps.config.rateLimits }, 'read')), (c) =>
     c.json(body, 200),
   );
 }
