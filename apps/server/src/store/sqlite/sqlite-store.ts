@@ -4,7 +4,7 @@
  * to its end without another request interleaving; `BEGIN IMMEDIATE` also
  * serialises writers across processes sharing the file.
  */
-import Database from 'better-sqlite3';
+import Database, { type Transaction } from 'better-sqlite3';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -165,70 +165,76 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   async submitTask(input: Parameters<Store['submitTask']>[0]): Promise<SubmitOutcome> {
+    // Made once: better-sqlite3 builds a wrapper per transaction() call.
+    this.submitInTransaction ??= this.db.transaction((input: Parameters<Store['submitTask']>[0]) => this.submitTaskNow(input));
+    return this.submitInTransaction.immediate(input);
+  }
+
+  private submitInTransaction: Transaction<(input: Parameters<Store['submitTask']>[0]) => SubmitOutcome> | undefined;
+
+  private submitTaskNow(input: Parameters<Store['submitTask']>[0]): SubmitOutcome {
     const { task, idempotency, now } = input;
-    return this.db
-      .transaction((): SubmitOutcome => {
-        if (idempotency) {
-          this.sql.deleteExpiredIdempotencyKey.run({ account_id: task.accountId, key: idempotency.key, now: ms(now) });
-          const claimed = this.sql.selectIdempotencyKey.get({ account_id: task.accountId, key: idempotency.key }) as Row | undefined;
-          if (claimed) {
-            if (claimed.state !== 'done') return { kind: 'idempotency_in_progress' };
-            if (claimed.fingerprint !== idempotency.fingerprint) return { kind: 'idempotency_key_reused' };
-            return { kind: 'replayed', response: { status: claimed.response_status, body: JSON.parse(claimed.response_body) } };
-          }
-        }
-        // Credits first, then the cap: the order PostgreSQL has (its charge locks the account row for the count).
-        const available = (this.sql.selectAccount.get(task.accountId) as Row | undefined)?.balance ?? 0;
-        if (available < task.creditsCharged) return { kind: 'insufficient_credits', required: task.creditsCharged, available };
-        if (input.maxActiveTasks && (this.sql.countActiveTasks.pluck().get(task.accountId) as number) >= input.maxActiveTasks) {
-          return { kind: 'too_many_active_tasks', limit: input.maxActiveTasks };
-        }
-        // Conditional all the same: the balance can never go below zero.
-        if (this.sql.chargeBalance.run({ id: task.accountId, amount: task.creditsCharged }).changes !== 1) {
-          return { kind: 'insufficient_credits', required: task.creditsCharged, available };
-        }
-        this.sql.insertTask.run({
-          id: task.id,
-          account_id: task.accountId,
-          status: TASK_STATES.queued,
-          model: task.model,
-          prompt: task.prompt,
-          duration: task.duration,
-          aspect_ratio: task.aspectRatio,
-          resolution: task.resolution,
-          mode: task.mode,
-          media_urls: JSON.stringify(task.mediaUrls),
-          metadata: task.metadata === null ? null : JSON.stringify(task.metadata),
-          webhook_url: task.webhookUrl,
-          credits_charged: task.creditsCharged,
-          deadline_at: ms(task.deadlineAt),
-          now: ms(now),
-        });
-        this.sql.insertJob.run({ task_id: task.id, provider: input.job.provider, max_attempts: input.job.maxAttempts, now: ms(now) });
-        this.sql.insertLedgerEntry.run({
-          account_id: task.accountId,
-          kind: 'charge',
-          amount: -task.creditsCharged,
-          task_id: task.id,
-          note: null,
-          created_at: ms(now),
-        });
-        const created = toTask(this.sql.selectTask.get({ account_id: task.accountId, id: task.id }) as Row);
-        const response = input.respond(created);
-        if (idempotency) {
-          this.sql.insertIdempotencyKey.run({
-            account_id: task.accountId,
-            key: idempotency.key,
-            fingerprint: idempotency.fingerprint,
-            response_status: response.status,
-            response_body: JSON.stringify(response.body),
-            created_at: ms(now),
-            expires_at: ms(idempotency.expiresAt),
-          });
-        }
-        return { kind: 'created', task: created, response };
-      })
-      .immediate();
+    if (idempotency) {
+      this.sql.deleteExpiredIdempotencyKey.run({ account_id: task.accountId, key: idempotency.key, now: ms(now) });
+      const claimed = this.sql.selectIdempotencyKey.get({ account_id: task.accountId, key: idempotency.key }) as Row | undefined;
+      if (claimed) {
+        if (claimed.state !== 'done') return { kind: 'idempotency_in_progress' };
+        if (claimed.fingerprint !== idempotency.fingerprint) return { kind: 'idempotency_key_reused' };
+        return { kind: 'replayed', response: { status: claimed.response_status, body: JSON.parse(claimed.response_body) } };
+      }
+    }
+    // Credits first, then the cap: the order PostgreSQL has (its charge locks the account row for the count).
+    const available = (this.sql.selectAccount.get(task.accountId) as Row | undefined)?.balance ?? 0;
+    if (available < task.creditsCharged) return { kind: 'insufficient_credits', required: task.creditsCharged, available };
+    if (input.maxActiveTasks && (this.sql.countActiveTasks.pluck().get(task.accountId) as number) >= input.maxActiveTasks) {
+      return { kind: 'too_many_active_tasks', limit: input.maxActiveTasks };
+    }
+    // Conditional all the same: the balance can never go below zero.
+    if (this.sql.chargeBalance.run({ id: task.accountId, amount: task.creditsCharged }).changes !== 1) {
+      return { kind: 'insufficient_credits', required: task.creditsCharged, available };
+    }
+    const inserted = {
+      id: task.id,
+      account_id: task.accountId,
+      status: TASK_STATES.queued,
+      model: task.model,
+      prompt: task.prompt,
+      duration: task.duration,
+      aspect_ratio: task.aspectRatio,
+      resolution: task.resolution,
+      mode: task.mode,
+      media_urls: JSON.stringify(task.mediaUrls),
+      metadata: task.metadata === null ? null : JSON.stringify(task.metadata),
+      webhook_url: task.webhookUrl,
+      credits_charged: task.creditsCharged,
+      deadline_at: ms(task.deadlineAt),
+      now: ms(now),
+    };
+    this.sql.insertTask.run(inserted);
+    this.sql.insertJob.run({ task_id: task.id, provider: input.job.provider, max_attempts: input.job.maxAttempts, now: ms(now) });
+    this.sql.insertLedgerEntry.run({
+      account_id: task.accountId,
+      kind: 'charge',
+      amount: -task.creditsCharged,
+      task_id: task.id,
+      note: null,
+      created_at: ms(now),
+    });
+    // The row just written, as selectTask would read it back (the columns not inserted have their defaults; no webhook yet).
+    const created = toTask(this.sql.selectTask.get({ account_id: task.accountId, id: task.id }) as Row);
+    const response = input.respond(created);
+    if (idempotency) {
+      this.sql.insertIdempotencyKey.run({
+        account_id: task.accountId,
+        key: idempotency.key,
+        fingerprint: idempotency.fingerprint,
+        response_status: response.status,
+        response_body: JSON.stringify(response.body),
+        created_at: ms(now),
+        expires_at: ms(idempotency.expiresAt),
+      });
+    }
+    return { kind: 'created', task: created, response };
   }
 
   async getTask(accountId: string, id: string): Promise<TaskRecord | undefined> {
