@@ -18,6 +18,7 @@ export const MAX_JSON_DEPTH = 32;
 
 /** Echoes a usable X-Correlation-Id or makes one; logs one line per request and counts it. */
 export function observe(deps: { clock: Clock; logger: Logger; metrics: Metrics }): MiddlewareHandler<AppEnv> {
+  const logsRequests = deps.logger.isLevelEnabled('info');
   return async (c, next) => {
     const started = performance.now();
     const given = c.req.header('x-correlation-id');
@@ -34,7 +35,8 @@ export function observe(deps: { clock: Clock; logger: Logger; metrics: Metrics }
     const seconds = (performance.now() - started) / 1000;
     const route = c.req.routePath === '/*' ? 'unmatched' : c.req.routePath;
     deps.metrics.observeRequest(c.req.method, route, c.res.status, seconds);
-    deps.logger.info(
+    // The line is built only when it is written (VIDGEN_LOG_LEVEL=warn or above writes none).
+    if (logsRequests) deps.logger.info(
       {
         correlationId,
         method: c.req.method,
