@@ -543,7 +543,10 @@ function prepareStatements(db: Database.Database) {
     claimJob: db.prepare(
       `UPDATE jobs SET state = 'leased', leased_by = @worker, lease_until = @lease_until, attempts = attempts + 1, updated_at = @now
        WHERE id = (SELECT id FROM jobs
-                   WHERE ((state = 'available' AND run_at <= @now) OR (state = 'leased' AND lease_until <= @now))
+                   -- The first term is implied by the second, and lets SQLite use the partial index
+                   -- jobs_claimable_by_provider: without it every claim scanned every job ever run.
+                   WHERE state IN ('available', 'leased')
+                     AND ((state = 'available' AND run_at <= @now) OR (state = 'leased' AND lease_until <= @now))
                      AND provider IN (SELECT value FROM json_each(@providers))
                    ORDER BY run_at, id LIMIT 1)
        RETURNING *`,
