@@ -260,24 +260,32 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   async cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome> {
-    return this.db
-      .transaction((): CancelOutcome => {
-        const row = this.sql.selectTask.get({ account_id: input.accountId, id: input.id }) as Row | undefined;
-        if (!row) return { kind: 'not_found' };
-        const status = row.status as TaskState;
-        if (status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
-        if (!CANCELLABLE_STATES.includes(status)) return { kind: 'invalid_state', status };
-        this.sql.cancelTask.run({ id: input.id, now: ms(input.now) });
-        this.refundNow(row, 'cancelled', input.now);
-        this.enqueueWebhookNow(input.id, input.now);
-        return { kind: 'cancelled', task: toTask(this.sql.selectTask.get({ account_id: input.accountId, id: input.id }) as Row) };
-      })
-      .immediate();
+    // Made once: better-sqlite3 builds a wrapper per transaction() call.
+    this.cancelInTransaction ??= this.db.transaction((input: { accountId: string; id: string; now: Date }) => this.cancelTaskNow(input));
+    return this.cancelInTransaction.immediate(input);
   }
 
-  /** The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. */
-  private enqueueWebhookNow(taskId: string, now: Date): void {
-    const row = this.sql.selectTaskById.get(taskId) as Row;
+  private cancelInTransaction: Transaction<(input: { accountId: string; id: string; now: Date }) => CancelOutcome> | undefined;
+
+  private cancelTaskNow(input: { accountId: string; id: string; now: Date }): CancelOutcome {
+    const key = { account_id: input.accountId, id: input.id };
+    const row = this.sql.selectTask.get(key) as Row | undefined;
+    if (!row) return { kind: 'not_found' };
+    const status = row.status as TaskState;
+    if (status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
+    if (!CANCELLABLE_STATES.includes(status)) return { kind: 'invalid_state', status };
+    this.sql.cancelTask.run({ id: input.id, now: ms(input.now) });
+    this.refundNow(row, 'cancelled', input.now);
+    const cancelled = this.sql.selectTask.get(key) as Row;
+    if (!cancelled.webhook_url) return { kind: 'cancelled', task: toTask(cancelled) };
+    this.enqueueWebhookNow(input.id, input.now, cancelled);
+    // Read again: the answer shows the delivery just enqueued.
+    return { kind: 'cancelled', task: toTask(this.sql.selectTask.get(key) as Row) };
+  }
+
+  /** The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. `current`: its row as it is now, when the caller has just read it. */
+  private enqueueWebhookNow(taskId: string, now: Date, current?: Row): void {
+    const row = current ?? (this.sql.selectTaskById.get(taskId) as Row);
     if (!row.webhook_url) return;
     const { type, body } = webhookEventBody(toTask(row));
     const id = `msg_${newUlid(now.getTime())}`;
