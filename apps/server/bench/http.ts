@@ -30,7 +30,7 @@
  * --only) and otherwise only with --write. For profiling one request kind:
  * `pnpm bench --quick --skip rss,scale,pipeline --only submit --cpu-prof`.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -40,6 +40,9 @@ import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
 import { runWrk, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
+
+/** The line after which BENCHMARKS.md is written by hand. */
+const ANALYSIS_MARKER = '<!-- written by hand below: kept by every run -->';
 
 const { values: args } = parseArgs({
   // `pnpm bench -- --quick` passes the `--` on; it is not the end of the options here.
@@ -175,7 +178,8 @@ const results: Results = {
   pipeline: undefined,
   notes: [],
 };
-if (machine.loadBefore > 0.5) {
+// Busy: more than half the cores' worth of load before the run (the 1-minute average also carries what just ended).
+if (machine.loadBefore > machine.cores / 2) {
   results.notes.push(
     `Figures from a run on a busy machine (load average ${machine.loadBefore.toFixed(2)} on ${machine.cores} cores before it started); to be re-run on a quiet one.`,
   );
@@ -451,7 +455,11 @@ const report = renderReport(results, targets);
 console.log(`\n${report}`);
 const write = args.write || (!QUICK && !CPU_PROFILE_DIR && !ONLY && SKIP.size === 0 && !args['no-write']);
 if (write) {
-  writeFileSync(join(REPO_ROOT, 'BENCHMARKS.md'), `${report}\n`);
+  // What follows ANALYSIS_MARKER is written by hand (profiles, reasons): a new run keeps it.
+  const target = join(REPO_ROOT, 'BENCHMARKS.md');
+  const previous = existsSync(target) ? readFileSync(target, 'utf8') : '';
+  const analysis = previous.includes(ANALYSIS_MARKER) ? previous.slice(previous.indexOf(ANALYSIS_MARKER)) : '';
+  writeFileSync(target, `${report}\n${analysis ? `\n${analysis}` : ''}`);
   log(`written to ${join(REPO_ROOT, 'BENCHMARKS.md')}`);
 }
 if (CPU_PROFILE_DIR && existsSync(CPU_PROFILE_DIR)) {

@@ -72,7 +72,7 @@ describe('the operator CLI', () => {
 describe('the first start on an empty data dir', () => {
   it('creates a development account, prints its key once, and accepts a submission with it', async () => {
     const fresh = mkdtempSync(join(tmpdir(), 'vidgen-first-start-'));
-    const server = spawn(tsx, ['src/main.ts'], { cwd: root, env: { ...env, VIDGEN_DATA_DIR: fresh, PORT: '0', HOST: '127.0.0.1' } });
+    const server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: { ...env, VIDGEN_DATA_DIR: fresh, PORT: '0', HOST: '127.0.0.1' } });
     try {
       let output = '';
       const baseUrl = await new Promise<string>((done, fail) => {
@@ -127,7 +127,8 @@ describe('roles', () => {
 describe('the served process: graceful shutdown (SIGTERM) and timeouts', () => {
   /** A server on a fresh data dir with one model on the instant provider; resolves once it listens. */
   async function startServer(dir: string, extra: NodeJS.ProcessEnv) {
-    const child = spawn(tsx, ['src/main.ts'], {
+    // node itself with tsx as a loader, so that a signal (SIGKILL included) reaches the server, not a wrapper.
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: root,
       env: { ...env, VIDGEN_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', VIDGEN_PROVIDERS: '{"vidgen-2.0-fast":"instant"}', VIDGEN_INSTANT_CONCURRENCY: '1', ...extra },
     });
