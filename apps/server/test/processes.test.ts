@@ -166,10 +166,21 @@ describe('the served process: graceful shutdown (SIGTERM) and timeouts', () => {
   const inFlight = async (server: Server) => Number(/^vidgen_http_requests_in_flight (\d+)/m.exec(await (await fetch(`${server.baseUrl}/metrics`)).text())?.[1]);
   const ledgerOf = async (dir: string, accountId: string) => JSON.parse((await vidgenWith({ ...env, VIDGEN_DATA_DIR: dir }, 'ledger', '--account', accountId, '--json')).stdout);
 
-  it('fails readiness, refuses new requests with 503, answers a waiting long poll at once, hands the running render back on a second signal and exits 0; a restart finishes every task, charged once', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vidgen-drain-'));
-    const server = await startServer(dir, { VIDGEN_INSTANT_DELAY_MS: '600000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '600' });
+  /** A server on a fresh data dir for one test: killed and its dir removed afterwards, whatever happened. */
+  async function withServer(name: string, extra: NodeJS.ProcessEnv, test: (server: Server, dir: string) => Promise<void>) {
+    const dir = mkdtempSync(join(tmpdir(), `vidgen-${name}-`));
+    let server: Server | undefined;
     try {
+      server = await startServer(dir, extra);
+      await test(server, dir);
+    } finally {
+      server?.child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('fails readiness, refuses new requests with 503, answers a waiting long poll at once, hands the running render back on a second signal and exits 0; a restart finishes every task, charged once', async () => {
+    await withServer('drain', { VIDGEN_INSTANT_DELAY_MS: '600000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '600' }, async (server, dir) => {
       const rendering = await submit(server);
       await reaches(server, rendering, 'processing');
       const waiting = await submit(server);
@@ -210,16 +221,11 @@ describe('the served process: graceful shutdown (SIGTERM) and timeouts', () => {
       expect(ledger.consistent).toBe(true);
       const kinds = (id: string) => ledger.entries.filter((e: { taskId: string }) => e.taskId === id).map((e: { kind: string }) => e.kind);
       expect([kinds(rendering), kinds(waiting)]).toEqual([['charge'], ['charge']]);
-    } finally {
-      server.child.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 
   it('hands a render still running at the end of the grace back by itself, and exits 0', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vidgen-grace-'));
-    const server = await startServer(dir, { VIDGEN_INSTANT_DELAY_MS: '600000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '1' });
-    try {
+    await withServer('grace', { VIDGEN_INSTANT_DELAY_MS: '600000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '1' }, async (server, dir) => {
       const id = await submit(server);
       await reaches(server, id, 'processing');
       server.child.kill('SIGTERM');
@@ -231,16 +237,11 @@ describe('the served process: graceful shutdown (SIGTERM) and timeouts', () => {
         restarted.child.kill('SIGTERM');
         await restarted.exited;
       }
-    } finally {
-      server.child.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 
   it('serves with the configured request timeouts: a client dripping its headers gets 408 and loses the socket', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vidgen-timeouts-'));
-    const server = await startServer(dir, { VIDGEN_HEADERS_TIMEOUT_MS: '300', VIDGEN_REQUEST_TIMEOUT_MS: '300' });
-    try {
+    await withServer('timeouts', { VIDGEN_HEADERS_TIMEOUT_MS: '300', VIDGEN_REQUEST_TIMEOUT_MS: '300' }, async (server) => {
       const { port } = new URL(server.baseUrl);
       const socket = connect(Number(port), '127.0.0.1');
       let answer = '';
@@ -249,25 +250,17 @@ describe('the served process: graceful shutdown (SIGTERM) and timeouts', () => {
       socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
       await new Promise((resolve) => socket.once('close', resolve));
       expect(answer).toMatch(/^HTTP\/1\.1 408/);
-    } finally {
-      server.child.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 
   it('lets a render that ends within the grace finish before exiting', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vidgen-finish-'));
-    const server = await startServer(dir, { VIDGEN_INSTANT_DELAY_MS: '3000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '60' });
-    try {
+    await withServer('finish', { VIDGEN_INSTANT_DELAY_MS: '3000', VIDGEN_SHUTDOWN_GRACE_SECONDS: '60' }, async (server, dir) => {
       const id = await submit(server);
       await reaches(server, id, 'processing');
       server.child.kill('SIGTERM');
       expect(await server.exited).toBe(0);
       const shown = JSON.parse((await vidgenWith({ ...env, VIDGEN_DATA_DIR: dir }, 'tasks', 'show', id, '--json')).stdout);
       expect(shown.status).toBe('succeeded');
-    } finally {
-      server.child.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 });

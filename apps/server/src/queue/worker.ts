@@ -345,7 +345,9 @@ export function createWorker(options: WorkerOptions): Worker {
       stopping = true;
       cancelTimer?.();
       const handBackAll = () => [...handBack].forEach((stopRender) => stopRender());
-      const cancelGrace = graceMs === undefined ? () => {} : graceMs <= 0 ? (handBackAll(), () => {}) : clock.setTimeout(handBackAll, graceMs);
+      let cancelGrace = () => {};
+      if (graceMs !== undefined && graceMs <= 0) handBackAll();
+      else if (graceMs !== undefined) cancelGrace = clock.setTimeout(handBackAll, graceMs);
       try {
         // A claim under way when stopping began still starts its job: wait for it to count as running.
         await pumped;

@@ -28,6 +28,7 @@ import type {
   TaskPageQuery,
   TaskRecord,
 } from '../store.js';
+import { RollBack } from '../roll-back.js';
 import { rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -51,16 +52,12 @@ const TYPES = {
 
 const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
 
-/** Thrown inside `transaction` to undo everything it wrote and answer `outcome`. */
-class RollBack<T> {
-  constructor(readonly outcome: T) {}
-}
-
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
 const SQL = {
   selectAccount: 'SELECT * FROM accounts WHERE id = $1',
+  countActiveTasks: `SELECT count(*)::int AS n FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   addToBalance: 'UPDATE accounts SET balance = balance + $2 WHERE id = $1',
   // The conditional update is the whole guard against overdrafts: a concurrent charge waits for the row lock and re-checks.
   chargeBalance: 'UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2',
@@ -255,7 +252,7 @@ export class PgStore implements Store {
       }
       if (input.maxActiveTasks) {
         // The charge above locked the account's row: submissions of one account pass here one at a time.
-        const active = await this.one(`SELECT count(*)::int AS n FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`, [task.accountId], client);
+        const active = await this.one(SQL.countActiveTasks, [task.accountId], client);
         if (active!.n >= input.maxActiveTasks) throw new RollBack<SubmitOutcome>({ kind: 'too_many_active_tasks', limit: input.maxActiveTasks });
       }
       await client.query(

@@ -29,6 +29,7 @@ import type {
   TaskPageQuery,
   TaskRecord,
 } from '../store.js';
+import { RollBack } from '../roll-back.js';
 import { rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -167,7 +168,12 @@ export class SqliteStore implements Store, JobQueue {
   async submitTask(input: Parameters<Store['submitTask']>[0]): Promise<SubmitOutcome> {
     // Made once: better-sqlite3 builds a wrapper per transaction() call.
     this.submitInTransaction ??= this.db.transaction((input: Parameters<Store['submitTask']>[0]) => this.submitTaskNow(input));
-    return this.submitInTransaction.immediate(input);
+    try {
+      return this.submitInTransaction.immediate(input);
+    } catch (error) {
+      if (error instanceof RollBack) return error.outcome as SubmitOutcome;
+      throw error;
+    }
   }
 
   private submitInTransaction: Transaction<(input: Parameters<Store['submitTask']>[0]) => SubmitOutcome> | undefined;
@@ -183,15 +189,13 @@ export class SqliteStore implements Store, JobQueue {
         return { kind: 'replayed', response: { status: claimed.response_status, body: JSON.parse(claimed.response_body) } };
       }
     }
-    // Credits first, then the cap: the order PostgreSQL has (its charge locks the account row for the count).
-    const available = (this.sql.selectAccount.get(task.accountId) as Row | undefined)?.balance ?? 0;
-    if (available < task.creditsCharged) return { kind: 'insufficient_credits', required: task.creditsCharged, available };
-    if (input.maxActiveTasks && (this.sql.countActiveTasks.pluck().get(task.accountId) as number) >= input.maxActiveTasks) {
-      return { kind: 'too_many_active_tasks', limit: input.maxActiveTasks };
-    }
-    // Conditional all the same: the balance can never go below zero.
     if (this.sql.chargeBalance.run({ id: task.accountId, amount: task.creditsCharged }).changes !== 1) {
+      const available = (this.sql.selectAccount.get(task.accountId) as Row | undefined)?.balance ?? 0;
       return { kind: 'insufficient_credits', required: task.creditsCharged, available };
+    }
+    // After the charge, as on PostgreSQL: short of credits is answered before the cap; over it, the charge is undone.
+    if (input.maxActiveTasks && (this.sql.countActiveTasks.get(task.accountId) as number) >= input.maxActiveTasks) {
+      throw new RollBack<SubmitOutcome>({ kind: 'too_many_active_tasks', limit: input.maxActiveTasks });
     }
     const inserted = {
       id: task.id,
@@ -607,7 +611,7 @@ function prepareStatements(db: Database.Database) {
       `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = @now, completed_at = @now
        WHERE id = @id AND status IN ${inList(CANCELLABLE_STATES)}`,
     ),
-    countActiveTasks: db.prepare(`SELECT count(*) FROM tasks WHERE account_id = ? AND status IN ${inList(ACTIVE_STATES)}`),
+    countActiveTasks: db.prepare(`SELECT count(*) FROM tasks WHERE account_id = ? AND status IN ${inList(ACTIVE_STATES)}`).pluck(),
     countTasksByStatus: db.prepare('SELECT status, count(*) AS count FROM tasks GROUP BY status'),
   };
 }
