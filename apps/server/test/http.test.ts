@@ -185,7 +185,7 @@ describe('service endpoints', () => {
     expect(await spec.text()).toBe(bundleText);
     const docs = await h.request('GET', '/docs');
     expect(docs.headers.get('content-type')).toMatch(/text\/html/);
-    expect(harness().request('GET', '/docs').then((r) => r.status)).resolves.toBe(503);
+    await expect(harness().request('GET', '/docs').then((r) => r.status)).resolves.toBe(503);
   });
 
   it('counts requests and credits in /metrics', async () => {

@@ -4,7 +4,7 @@
  * to its end without another request interleaving; `BEGIN IMMEDIATE` also
  * serialises writers across processes sharing the file.
  */
-import Database, { type Transaction } from 'better-sqlite3';
+import Database from 'better-sqlite3';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +30,7 @@ import type {
   TaskRecord,
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
+import { GroupCommit } from './group-commit.js';
 import { rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -44,6 +45,8 @@ const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry } = rowMappers({ 
 export class SqliteStore implements Store, JobQueue {
   readonly db: Database.Database;
   private readonly sql: ReturnType<typeof prepareStatements>;
+  /** Every method reads and writes through it: the writes of one turn of the event loop share one commit (group-commit.ts). */
+  private readonly group: GroupCommit;
 
   /** `webhookJobAttempts`: claims of a delivery job before it is given up (its retries are scheduled, not counted here). */
   constructor(
@@ -58,6 +61,7 @@ export class SqliteStore implements Store, JobQueue {
     this.db.pragma('busy_timeout = 5000');
     this.migrateNow();
     this.sql = prepareStatements(this.db);
+    this.group = new GroupCommit(this.db);
   }
 
   /** Applies every numbered migration not applied yet, each in its own transaction. */
@@ -76,39 +80,41 @@ export class SqliteStore implements Store, JobQueue {
     }
   }
 
-  async migrate(): Promise<void> {
-    this.migrateNow();
+  migrate(): Promise<void> {
+    return this.group.write(() => this.migrateNow());
   }
 
-  async ping(): Promise<void> {
-    this.sql.ping.get();
+  ping(): Promise<void> {
+    return this.group.read(() => void this.sql.ping.get());
   }
 
   async close(): Promise<void> {
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    this.group.flush();
+    this.db.close();
   }
 
-  async createAccount(input: { id: string; name: string; webhookSecret: string; openingGrant: number; now: Date }): Promise<AccountRecord> {
-    return this.db
-      .transaction(() => {
-        this.sql.insertAccount.run({ id: input.id, name: input.name, webhook_secret: input.webhookSecret, created_at: ms(input.now) });
-        if (input.openingGrant > 0) this.grantNow(input.id, input.openingGrant, 'opening grant', input.now);
-        return toAccount(this.sql.selectAccount.get(input.id) as Row);
-      })
-      .immediate();
+  createAccount(input: { id: string; name: string; webhookSecret: string; openingGrant: number; now: Date }): Promise<AccountRecord> {
+    return this.group.write(() => {
+      this.sql.insertAccount.run({ id: input.id, name: input.name, webhook_secret: input.webhookSecret, created_at: ms(input.now) });
+      if (input.openingGrant > 0) this.grantNow(input.id, input.openingGrant, 'opening grant', input.now);
+      return toAccount(this.sql.selectAccount.get(input.id) as Row);
+    });
   }
 
-  async getAccount(id: string): Promise<AccountRecord | undefined> {
-    const row = this.sql.selectAccount.get(id) as Row | undefined;
-    return row && toAccount(row);
+  getAccount(id: string): Promise<AccountRecord | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectAccount.get(id) as Row | undefined;
+      return row && toAccount(row);
+    });
   }
 
-  async listAccounts(): Promise<AccountRecord[]> {
-    return (this.sql.selectAccounts.all() as Row[]).map(toAccount);
+  listAccounts(): Promise<AccountRecord[]> {
+    return this.group.read(() => (this.sql.selectAccounts.all() as Row[]).map(toAccount));
   }
 
-  async countAccounts(): Promise<number> {
-    return this.sql.countAccounts.pluck().get() as number;
+  countAccounts(): Promise<number> {
+    return this.group.read(() => this.sql.countAccounts.pluck().get() as number);
   }
 
   private grantNow(accountId: string, amount: number, note: string | null, now: Date): boolean {
@@ -117,66 +123,66 @@ export class SqliteStore implements Store, JobQueue {
     return true;
   }
 
-  async grantCredits(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<AccountRecord | undefined> {
-    return this.db
-      .transaction(() => {
-        if (!this.grantNow(input.accountId, input.amount, input.note, input.now)) return undefined;
-        return toAccount(this.sql.selectAccount.get(input.accountId) as Row);
-      })
-      .immediate();
-  }
-
-  async listLedger(accountId: string): Promise<LedgerEntry[]> {
-    return (this.sql.selectLedger.all(accountId) as Row[]).map(toLedgerEntry);
-  }
-
-  async auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined> {
-    const row = this.sql.auditBalance.get(accountId) as Row | undefined;
-    return row && { balance: row.balance, ledgerSum: row.ledger_sum };
-  }
-
-  async createApiKey(input: Omit<ApiKeyRecord, 'revokedAt'> & { hash: string }): Promise<ApiKeyRecord> {
-    this.sql.insertApiKey.run({
-      id: input.id,
-      account_id: input.accountId,
-      hash: input.hash,
-      hint: input.hint,
-      mode: input.mode,
-      scopes: input.scopes.join(' '),
-      name: input.name,
-      created_at: ms(input.createdAt),
-      expires_at: ms(input.expiresAt),
+  grantCredits(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<AccountRecord | undefined> {
+    return this.group.write(() => {
+      if (!this.grantNow(input.accountId, input.amount, input.note, input.now)) return undefined;
+      return toAccount(this.sql.selectAccount.get(input.accountId) as Row);
     });
-    return toApiKey(this.sql.selectApiKey.get(input.id) as Row);
   }
 
-  async findApiKeyByHash(hash: string): Promise<StoredApiKey | undefined> {
-    const row = this.sql.selectApiKeyByHash.get(hash) as Row | undefined;
-    return row && { ...toApiKey(row), hash: row.hash as string };
+  listLedger(accountId: string): Promise<LedgerEntry[]> {
+    return this.group.read(() => (this.sql.selectLedger.all(accountId) as Row[]).map(toLedgerEntry));
   }
 
-  async listApiKeys(accountId: string): Promise<ApiKeyRecord[]> {
-    return (this.sql.selectApiKeys.all(accountId) as Row[]).map(toApiKey);
+  auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.auditBalance.get(accountId) as Row | undefined;
+      return row && { balance: row.balance, ledgerSum: row.ledger_sum };
+    });
   }
 
-  async revokeApiKey(input: { id: string; now: Date }): Promise<ApiKeyRecord | undefined> {
-    this.sql.revokeApiKey.run({ id: input.id, revoked_at: ms(input.now) });
-    const row = this.sql.selectApiKey.get(input.id) as Row | undefined;
-    return row && toApiKey(row);
+  createApiKey(input: Omit<ApiKeyRecord, 'revokedAt'> & { hash: string }): Promise<ApiKeyRecord> {
+    return this.group.write(() => {
+      this.sql.insertApiKey.run({
+        id: input.id,
+        account_id: input.accountId,
+        hash: input.hash,
+        hint: input.hint,
+        mode: input.mode,
+        scopes: input.scopes.join(' '),
+        name: input.name,
+        created_at: ms(input.createdAt),
+        expires_at: ms(input.expiresAt),
+      });
+      return toApiKey(this.sql.selectApiKey.get(input.id) as Row);
+    });
   }
 
-  async submitTask(input: Parameters<Store['submitTask']>[0]): Promise<SubmitOutcome> {
-    // Made once: better-sqlite3 builds a wrapper per transaction() call.
-    this.submitInTransaction ??= this.db.transaction((input: Parameters<Store['submitTask']>[0]) => this.submitTaskNow(input));
-    try {
-      return this.submitInTransaction.immediate(input);
-    } catch (error) {
+  findApiKeyByHash(hash: string): Promise<StoredApiKey | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectApiKeyByHash.get(hash) as Row | undefined;
+      return row && { ...toApiKey(row), hash: row.hash as string };
+    });
+  }
+
+  listApiKeys(accountId: string): Promise<ApiKeyRecord[]> {
+    return this.group.read(() => (this.sql.selectApiKeys.all(accountId) as Row[]).map(toApiKey));
+  }
+
+  revokeApiKey(input: { id: string; now: Date }): Promise<ApiKeyRecord | undefined> {
+    return this.group.write(() => {
+      this.sql.revokeApiKey.run({ id: input.id, revoked_at: ms(input.now) });
+      const row = this.sql.selectApiKey.get(input.id) as Row | undefined;
+      return row && toApiKey(row);
+    });
+  }
+
+  submitTask(input: Parameters<Store['submitTask']>[0]): Promise<SubmitOutcome> {
+    return this.group.write(() => this.submitTaskNow(input)).catch((error: unknown) => {
       if (error instanceof RollBack) return error.outcome as SubmitOutcome;
       throw error;
-    }
+    });
   }
-
-  private submitInTransaction: Transaction<(input: Parameters<Store['submitTask']>[0]) => SubmitOutcome> | undefined;
 
   private submitTaskNow(input: Parameters<Store['submitTask']>[0]): SubmitOutcome {
     const { task, idempotency, now } = input;
@@ -241,35 +247,37 @@ export class SqliteStore implements Store, JobQueue {
     return { kind: 'created', task: created, response };
   }
 
-  async getTask(accountId: string, id: string): Promise<TaskRecord | undefined> {
-    const row = this.sql.selectTask.get({ account_id: accountId, id }) as Row | undefined;
-    return row && toTask(row);
+  getTask(accountId: string, id: string): Promise<TaskRecord | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectTask.get({ account_id: accountId, id }) as Row | undefined;
+      return row && toTask(row);
+    });
   }
 
-  async findTask(id: string): Promise<TaskRecord | undefined> {
-    const row = this.sql.selectTaskById.get(id) as Row | undefined;
-    return row && toTask(row);
+  findTask(id: string): Promise<TaskRecord | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectTaskById.get(id) as Row | undefined;
+      return row && toTask(row);
+    });
   }
 
-  async listTasks(query: TaskPageQuery): Promise<TaskRecord[]> {
-    const params = {
-      account_id: query.accountId,
-      status: query.status ?? null,
-      after_created_at: query.after ? ms(query.after.createdAt) : null,
-      after_id: query.after?.id ?? null,
-      limit: query.limit,
-    };
-    const statement = query.status ? this.sql.selectTaskPageByStatus : this.sql.selectTaskPage;
-    return (statement.all(params) as Row[]).map(toTask);
+  listTasks(query: TaskPageQuery): Promise<TaskRecord[]> {
+    return this.group.read(() => {
+      const params = {
+        account_id: query.accountId,
+        status: query.status ?? null,
+        after_created_at: query.after ? ms(query.after.createdAt) : null,
+        after_id: query.after?.id ?? null,
+        limit: query.limit,
+      };
+      const statement = query.status ? this.sql.selectTaskPageByStatus : this.sql.selectTaskPage;
+      return (statement.all(params) as Row[]).map(toTask);
+    });
   }
 
-  async cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome> {
-    // Made once: better-sqlite3 builds a wrapper per transaction() call.
-    this.cancelInTransaction ??= this.db.transaction((input: { accountId: string; id: string; now: Date }) => this.cancelTaskNow(input));
-    return this.cancelInTransaction.immediate(input);
+  cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome> {
+    return this.group.write(() => this.cancelTaskNow(input));
   }
-
-  private cancelInTransaction: Transaction<(input: { accountId: string; id: string; now: Date }) => CancelOutcome> | undefined;
 
   private cancelTaskNow(input: { accountId: string; id: string; now: Date }): CancelOutcome {
     const key = { account_id: input.accountId, id: input.id };
@@ -303,49 +311,43 @@ export class SqliteStore implements Store, JobQueue {
     this.sql.insertLedgerEntry.run({ account_id: task.account_id, kind: 'refund', amount: task.credits_charged, task_id: task.id, note, created_at: ms(now) });
   }
 
-  async startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
-    return this.db
-      .transaction((): StartOutcome => {
-        if (this.sql.startTask.run({ id: input.id, now: ms(input.now) }).changes === 0) {
-          return { kind: 'not_startable', status: (this.sql.selectTaskById.get(input.id) as Row | undefined)?.status };
-        }
-        return { kind: 'started', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
-      })
-      .immediate();
+  startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
+    return this.group.write(() => {
+      if (this.sql.startTask.run({ id: input.id, now: ms(input.now) }).changes === 0) {
+        return { kind: 'not_startable', status: (this.sql.selectTaskById.get(input.id) as Row | undefined)?.status };
+      }
+      return { kind: 'started', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
+    });
   }
 
-  async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
-    return this.db
-      .transaction((): CompleteOutcome => {
-        const changed = this.sql.completeTask.run({
-          id: input.id,
-          now: ms(input.now),
-          output_key: input.outputKey,
-          output_url: input.outputUrl,
-          output_expires_at: ms(input.outputExpiresAt),
-        }).changes;
-        if (changed === 1) this.enqueueWebhookNow(input.id, input.now);
-        const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
-        return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
-      })
-      .immediate();
+  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
+    return this.group.write(() => {
+      const changed = this.sql.completeTask.run({
+        id: input.id,
+        now: ms(input.now),
+        output_key: input.outputKey,
+        output_url: input.outputUrl,
+        output_expires_at: ms(input.outputExpiresAt),
+      }).changes;
+      if (changed === 1) this.enqueueWebhookNow(input.id, input.now);
+      const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
+      return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
+    });
   }
 
-  async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
-    return this.db
-      .transaction((): FailOutcome => {
-        const changed = this.sql.failTask.run({ id: input.id, now: ms(input.now), code: input.code, message: input.message }).changes;
-        const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
-        if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
-        this.refundNow(row, input.code, input.now);
-        this.enqueueWebhookNow(input.id, input.now);
-        return { kind: 'failed', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
-      })
-      .immediate();
+  failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
+    return this.group.write(() => {
+      const changed = this.sql.failTask.run({ id: input.id, now: ms(input.now), code: input.code, message: input.message }).changes;
+      const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
+      if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
+      this.refundNow(row, input.code, input.now);
+      this.enqueueWebhookNow(input.id, input.now);
+      return { kind: 'failed', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
+    });
   }
 
   async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
-    const overdue = this.sql.selectOverdueTasks.pluck().all({ now: ms(input.now), limit: input.limit }) as string[];
+    const overdue = await this.group.read(() => this.sql.selectOverdueTasks.pluck().all({ now: ms(input.now), limit: input.limit }) as string[]);
     const expired: TaskRecord[] = [];
     for (const id of overdue) {
       const outcome = await this.failTask({ id, now: input.now, code: 'timeout', message: 'no result within the deadline' });
@@ -354,126 +356,136 @@ export class SqliteStore implements Store, JobQueue {
     return expired;
   }
 
-  async listExpiredOutputs(input: { now: Date; limit: number }): Promise<{ id: string; outputKey: string }[]> {
-    return (this.sql.selectExpiredOutputs.all({ now: ms(input.now), limit: input.limit }) as Row[]).map((r) => ({ id: r.id, outputKey: r.output_key }));
+  listExpiredOutputs(input: { now: Date; limit: number }): Promise<{ id: string; outputKey: string }[]> {
+    return this.group.read(() => (this.sql.selectExpiredOutputs.all({ now: ms(input.now), limit: input.limit }) as Row[]).map((r) => ({ id: r.id, outputKey: r.output_key })));
   }
 
-  async clearOutputKey(id: string): Promise<void> {
-    this.sql.clearOutputKey.run(id);
+  clearOutputKey(id: string): Promise<void> {
+    return this.group.write(() => void this.sql.clearOutputKey.run(id));
   }
 
   // --- Webhooks -------------------------------------------------------------
 
-  async getDelivery(id: string): Promise<DeliveryRecord | undefined> {
-    const row = this.sql.selectDelivery.get(id) as Row | undefined;
-    return row && toDelivery(row);
+  getDelivery(id: string): Promise<DeliveryRecord | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectDelivery.get(id) as Row | undefined;
+      return row && toDelivery(row);
+    });
   }
 
-  async getDeliveryForTask(taskId: string): Promise<DeliveryRecord | undefined> {
-    const row = this.sql.selectDeliveryForTask.get(taskId) as Row | undefined;
-    return row && toDelivery(row);
+  getDeliveryForTask(taskId: string): Promise<DeliveryRecord | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectDeliveryForTask.get(taskId) as Row | undefined;
+      return row && toDelivery(row);
+    });
   }
 
-  async listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]> {
-    return (this.sql.selectDeliveries.all({ account_id: accountId, limit }) as Row[]).map(toDelivery);
+  listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]> {
+    return this.group.read(() => (this.sql.selectDeliveries.all({ account_id: accountId, limit }) as Row[]).map(toDelivery));
   }
 
-  async listDeliveryAttempts(deliveryId: string): Promise<DeliveryAttempt[]> {
-    return (this.sql.selectDeliveryAttempts.all(deliveryId) as Row[]).map((r) => ({
-      attemptedAt: new Date(r.attempted_at),
-      statusCode: r.status_code,
-      error: r.error,
-      durationMs: r.duration_ms,
-    }));
+  listDeliveryAttempts(deliveryId: string): Promise<DeliveryAttempt[]> {
+    return this.group.read(() => {
+      return (this.sql.selectDeliveryAttempts.all(deliveryId) as Row[]).map((r) => ({
+        attemptedAt: new Date(r.attempted_at),
+        statusCode: r.status_code,
+        error: r.error,
+        durationMs: r.duration_ms,
+      }));
+    });
   }
 
-  async recordDeliveryAttempt(input: { deliveryId: string; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
-    this.db
-      .transaction(() => {
-        const { attempt } = input;
-        this.sql.insertDeliveryAttempt.run({
-          delivery_id: input.deliveryId,
-          attempted_at: ms(attempt.attemptedAt),
-          status_code: attempt.statusCode,
-          error: attempt.error,
-          duration_ms: attempt.durationMs,
-        });
-        this.sql.updateDelivery.run({
-          id: input.deliveryId,
-          status: input.status,
-          attempted_at: ms(attempt.attemptedAt),
-          next_attempt_at: ms(input.nextAttemptAt),
-        });
-      })
-      .immediate();
+  recordDeliveryAttempt(input: { deliveryId: string; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
+    return this.group.write(() => {
+      const { attempt } = input;
+      this.sql.insertDeliveryAttempt.run({
+        delivery_id: input.deliveryId,
+        attempted_at: ms(attempt.attemptedAt),
+        status_code: attempt.statusCode,
+        error: attempt.error,
+        duration_ms: attempt.durationMs,
+      });
+      this.sql.updateDelivery.run({
+        id: input.deliveryId,
+        status: input.status,
+        attempted_at: ms(attempt.attemptedAt),
+        next_attempt_at: ms(input.nextAttemptAt),
+      });
+    });
   }
 
-  async redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined> {
-    return this.db
-      .transaction(() => {
-        const row = this.sql.selectDelivery.get(input.deliveryId) as Row | undefined;
-        if (!row) return undefined;
-        this.sql.resetDelivery.run({ id: input.deliveryId, now: ms(input.now) });
-        this.sql.resetDeliveryJob.run({ task_id: row.task_id, now: ms(input.now) });
-        return toDelivery(this.sql.selectDelivery.get(input.deliveryId) as Row);
-      })
-      .immediate();
+  redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined> {
+    return this.group.write(() => {
+      const row = this.sql.selectDelivery.get(input.deliveryId) as Row | undefined;
+      if (!row) return undefined;
+      this.sql.resetDelivery.run({ id: input.deliveryId, now: ms(input.now) });
+      this.sql.resetDeliveryJob.run({ task_id: row.task_id, now: ms(input.now) });
+      return toDelivery(this.sql.selectDelivery.get(input.deliveryId) as Row);
+    });
   }
 
-  async webhookSecrets(accountId: string, now: Date): Promise<string[]> {
-    const row = this.sql.selectWebhookSecrets.get(accountId) as Row | undefined;
-    if (!row) return [];
-    const previousValid = row.previous_webhook_secret && row.previous_webhook_secret_until > now.getTime();
-    return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
+  webhookSecrets(accountId: string, now: Date): Promise<string[]> {
+    return this.group.read(() => {
+      const row = this.sql.selectWebhookSecrets.get(accountId) as Row | undefined;
+      if (!row) return [];
+      const previousValid = row.previous_webhook_secret && row.previous_webhook_secret_until > now.getTime();
+      return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
+    });
   }
 
-  async rotateWebhookSecret(input: { accountId: string; secret: string; previousValidUntil: Date }): Promise<boolean> {
-    return this.sql.rotateWebhookSecret.run({ id: input.accountId, secret: input.secret, until: ms(input.previousValidUntil) }).changes === 1;
+  rotateWebhookSecret(input: { accountId: string; secret: string; previousValidUntil: Date }): Promise<boolean> {
+    return this.group.write(() => this.sql.rotateWebhookSecret.run({ id: input.accountId, secret: input.secret, until: ms(input.previousValidUntil) }).changes === 1);
   }
 
   // --- JobQueue -------------------------------------------------------------
 
-  async claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined> {
-    if (input.providers.length === 0) return undefined;
-    const row = this.sql.claimJob.get({
-      worker: input.workerId,
-      now: ms(input.now),
-      lease_until: input.now.getTime() + input.leaseMs,
-      providers: JSON.stringify(input.providers),
-    }) as Row | undefined;
-    return row && toJob(row);
+  claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined> {
+    if (input.providers.length === 0) return Promise.resolve(undefined);
+    return this.group.write(() => {
+      const row = this.sql.claimJob.get({
+        worker: input.workerId,
+        now: ms(input.now),
+        lease_until: input.now.getTime() + input.leaseMs,
+        providers: JSON.stringify(input.providers),
+      }) as Row | undefined;
+      return row && toJob(row);
+    });
   }
 
-  async extendLease(input: { jobId: string; workerId: string; leaseUntil: Date }): Promise<boolean> {
-    return this.sql.extendLease.run({ id: Number(input.jobId), worker: input.workerId, lease_until: ms(input.leaseUntil) }).changes === 1;
+  extendLease(input: { jobId: string; workerId: string; leaseUntil: Date }): Promise<boolean> {
+    return this.group.write(() => this.sql.extendLease.run({ id: Number(input.jobId), worker: input.workerId, lease_until: ms(input.leaseUntil) }).changes === 1);
   }
 
-  async complete(jobId: string, now: Date): Promise<void> {
-    this.sql.finishJob.run({ id: Number(jobId), state: 'done', error: null, now: ms(now) });
+  complete(jobId: string, now: Date): Promise<void> {
+    return this.group.write(() => void this.sql.finishJob.run({ id: Number(jobId), state: 'done', error: null, now: ms(now) }));
   }
 
-  async retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
-    this.sql.retryJob.run({ id: Number(input.jobId), run_at: ms(input.runAt), error: input.error, now: ms(input.now) });
+  retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
+    return this.group.write(() => void this.sql.retryJob.run({ id: Number(input.jobId), run_at: ms(input.runAt), error: input.error, now: ms(input.now) }));
   }
 
-  async release(input: { jobId: string; workerId: string; now: Date }): Promise<void> {
-    this.sql.releaseJob.run({ id: Number(input.jobId), worker: input.workerId, now: ms(input.now) });
+  release(input: { jobId: string; workerId: string; now: Date }): Promise<void> {
+    return this.group.write(() => void this.sql.releaseJob.run({ id: Number(input.jobId), worker: input.workerId, now: ms(input.now) }));
   }
 
-  async bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
-    this.sql.finishJob.run({ id: Number(input.jobId), state: 'dead', error: input.error, now: ms(input.now) });
+  bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
+    return this.group.write(() => void this.sql.finishJob.run({ id: Number(input.jobId), state: 'dead', error: input.error, now: ms(input.now) }));
   }
 
-  async countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>> {
-    const counts = { available: 0, leased: 0, done: 0, dead: 0 };
-    for (const row of this.sql.countJobs.all() as Row[]) counts[row.state as keyof typeof counts] = row.count;
-    return counts;
+  countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>> {
+    return this.group.read(() => {
+      const counts = { available: 0, leased: 0, done: 0, dead: 0 };
+      for (const row of this.sql.countJobs.all() as Row[]) counts[row.state as keyof typeof counts] = row.count;
+      return counts;
+    });
   }
 
-  async countTasksByStatus(): Promise<Record<TaskState, number>> {
-    const counts = Object.fromEntries(Object.values(TASK_STATES).map((s) => [s, 0])) as Record<TaskState, number>;
-    for (const row of this.sql.countTasksByStatus.all() as Row[]) counts[row.status as TaskState] = row.count;
-    return counts;
+  countTasksByStatus(): Promise<Record<TaskState, number>> {
+    return this.group.read(() => {
+      const counts = Object.fromEntries(Object.values(TASK_STATES).map((s) => [s, 0])) as Record<TaskState, number>;
+      for (const row of this.sql.countTasksByStatus.all() as Row[]) counts[row.status as TaskState] = row.count;
+      return counts;
+    });
   }
 }
 

@@ -1,0 +1,131 @@
+/**
+ * Group commit for the SQLite store. A SQLite commit costs far more than the
+ * statements of a submission (its WAL append, and now and then a checkpoint
+ * that syncs the file): measured on this service's submit, 250 µs alone
+ * against 115 µs each when ten share one commit. So every write made in one
+ * turn of the event loop runs at once inside one `BEGIN IMMEDIATE`
+ * transaction, each write as a savepoint in it, and the transaction commits
+ * when the turn ends (`setImmediate`).
+ *
+ * Nothing is observed before it is committed: a write's promise settles only
+ * after the commit, and so does a read made while a batch is open (it may have
+ * seen the batch's writes). A failed commit fails every write and read of the
+ * batch; a write that throws is rolled back to its savepoint and fails alone,
+ * unless SQLite rolled back the whole transaction (a full disk, an I/O error),
+ * which fails the batch. The write lock is held from the first write of a turn
+ * to its end, so another process (the CLI) waits at most that long, within
+ * `busy_timeout`.
+ */
+import type Database from 'better-sqlite3';
+
+type Settle = (failure?: { error: unknown }) => void;
+
+export class GroupCommit {
+  private batch: Settle[] | undefined;
+  private readonly savepoint: Database.Statement;
+  private readonly release: Database.Statement;
+  private readonly rollBackTo: Database.Statement;
+
+  constructor(private readonly db: Database.Database) {
+    this.savepoint = db.prepare('SAVEPOINT write');
+    this.release = db.prepare('RELEASE write');
+    this.rollBackTo = db.prepare('ROLLBACK TO write');
+  }
+
+  /**
+   * Runs `work` now inside the open batch, opening one if none is, as one
+   * savepoint: all of its statements or (it threw) none of them. Settles once
+   * the batch has committed.
+   */
+  write<T>(work: () => T): Promise<T> {
+    if (!this.batch) {
+      try {
+        this.open();
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
+    return this.join(work, true);
+  }
+
+  /** Runs `work` now; settles at once, or, when a batch is open (whose writes it may have read), once that batch has committed. */
+  read<T>(work: () => T): Promise<T> {
+    if (this.batch) return this.join(work, false);
+    try {
+      return Promise.resolve(work());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Commits the open batch now, if there is one (before closing the database). */
+  flush(): void {
+    if (this.batch) this.commit();
+  }
+
+  private open(): void {
+    this.db.exec('BEGIN IMMEDIATE');
+    const batch: Settle[] = [];
+    this.batch = batch;
+    setImmediate(() => {
+      if (this.batch === batch) this.commit();
+    });
+  }
+
+  private join<T>(work: () => T, atomic: boolean): Promise<T> {
+    let value: T;
+    try {
+      if (atomic) this.savepoint.run();
+      value = work();
+      if (atomic) this.release.run();
+    } catch (error) {
+      if (!this.undo(atomic)) this.end({ error });
+      return Promise.reject(error);
+    }
+    const batch = this.batch!;
+    return new Promise<T>((resolve, reject) => batch.push((failure) => (failure ? reject(failure.error) : resolve(value))));
+  }
+
+  /**
+   * Takes back what a failed `work` did; false when the batch is lost with it:
+   * some errors (SQLITE_FULL, SQLITE_IOERR…) make SQLite roll back the whole
+   * transaction. A failed read changed nothing.
+   */
+  private undo(atomic: boolean): boolean {
+    if (!this.db.inTransaction) return false;
+    if (!atomic) return true;
+    try {
+      this.rollBackTo.run();
+      this.release.run();
+      return true;
+    } catch {
+      this.rollBack();
+      return false;
+    }
+  }
+
+  private rollBack(): void {
+    try {
+      if (this.db.inTransaction) this.db.exec('ROLLBACK');
+    } catch {
+      // Rolled back already, or the database is gone: the batch has failed either way.
+    }
+  }
+
+  private commit(): void {
+    let failure: { error: unknown } | undefined;
+    try {
+      this.db.exec('COMMIT');
+    } catch (error) {
+      failure = { error };
+      this.rollBack();
+    }
+    this.end(failure);
+  }
+
+  private end(failure: { error: unknown } | undefined): void {
+    const batch = this.batch!;
+    this.batch = undefined;
+    for (const settle of batch) settle(failure);
+  }
+}

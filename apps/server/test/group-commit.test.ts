@@ -1,0 +1,142 @@
+/**
+ * Group commit (src/store/sqlite/group-commit.ts) on a real SQLite file, seen
+ * from a second connection as another process would see it.
+ */
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { GroupCommit } from '../src/store/sqlite/group-commit.js';
+
+let dir: string;
+let db: Database.Database;
+let other: Database.Database;
+let group: GroupCommit;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'vidgen-group-commit-'));
+  db = new Database(join(dir, 'db.sqlite'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('foreign_keys = ON');
+  db.exec(`
+    CREATE TABLE parents (id INTEGER PRIMARY KEY);
+    CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+                        parent INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED);
+    -- A write of 'lose the batch' makes SQLite roll back the whole transaction, as a full disk would.
+    CREATE TRIGGER lose_the_batch BEFORE INSERT ON items WHEN NEW.name = 'lose the batch'
+      BEGIN SELECT RAISE(ROLLBACK, 'the transaction was rolled back'); END;
+  `);
+  other = new Database(join(dir, 'db.sqlite'));
+  group = new GroupCommit(db);
+});
+
+afterEach(() => {
+  group.flush();
+  db.close();
+  other.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const insert = (name: string, parent: number | null = null) => () => db.prepare('INSERT INTO items (name, parent) VALUES (?, ?)').run(name, parent).lastInsertRowid;
+const namesSeenByAnotherConnection = () => other.prepare('SELECT name FROM items ORDER BY id').pluck().all();
+const commitsSeenByAnotherConnection = () => other.pragma('data_version', { simple: true }) as number;
+
+describe('group commit', () => {
+  it('commits the writes of one turn of the event loop together, and settles none of them before that commit', async () => {
+    const before = commitsSeenByAnotherConnection();
+    const writes = [group.write(insert('a')), group.write(insert('b')), group.write(insert('c'))];
+    expect(namesSeenByAnotherConnection()).toEqual([]);
+    let settled = false;
+    void Promise.all(writes).then(() => (settled = true));
+    await Promise.resolve();
+    expect(settled).toBe(false);
+
+    expect(await Promise.all(writes)).toEqual([1, 2, 3]);
+    expect(namesSeenByAnotherConnection()).toEqual(['a', 'b', 'c']);
+    expect(commitsSeenByAnotherConnection()).toBe(before + 1);
+
+    // The next turn's writes are the next commit.
+    await group.write(insert('d'));
+    expect(commitsSeenByAnotherConnection()).toBe(before + 2);
+  });
+
+  it('rolls a write that throws back to its savepoint: its statements are undone, the others in the batch commit', async () => {
+    const failing = group.write(() => {
+      insert('x')();
+      insert('a')();
+      throw new Error('changed its mind');
+    });
+    const ok = group.write(insert('a'));
+    await expect(failing).rejects.toThrow('changed its mind');
+    await ok;
+    expect(namesSeenByAnotherConnection()).toEqual(['a']);
+  });
+
+  it('fails a write whose statement fails (a constraint) alone', async () => {
+    const first = group.write(insert('a'));
+    const duplicate = group.write(insert('a'));
+    const third = group.write(insert('b'));
+    await expect(duplicate).rejects.toThrow(/UNIQUE constraint failed/);
+    await Promise.all([first, third]);
+    expect(namesSeenByAnotherConnection()).toEqual(['a', 'b']);
+  });
+
+  it('fails every write and read of a batch whose commit fails, and keeps none of it', async () => {
+    const fine = group.write(insert('a'));
+    // A deferred foreign key is checked at COMMIT: this batch cannot commit.
+    const orphan = group.write(insert('orphan', 42));
+    const read = group.read(() => db.prepare('SELECT count(*) FROM items').pluck().get());
+    for (const member of [fine, orphan, read]) await expect(member).rejects.toThrow(/FOREIGN KEY constraint failed/);
+    expect(namesSeenByAnotherConnection()).toEqual([]);
+    expect(db.inTransaction).toBe(false);
+
+    await group.write(insert('after'));
+    expect(namesSeenByAnotherConnection()).toEqual(['after']);
+  });
+
+  it('fails the batch when SQLite rolls the whole transaction back, and opens a new one for the writes after it', async () => {
+    const earlier = group.write(insert('a'));
+    const losing = group.write(insert('lose the batch'));
+    const later = group.write(insert('b'));
+    await expect(losing).rejects.toThrow('the transaction was rolled back');
+    await expect(earlier).rejects.toThrow('the transaction was rolled back');
+    await later;
+    expect(namesSeenByAnotherConnection()).toEqual(['b']);
+  });
+
+  it('answers a read at once when no batch is open, and after the commit when one is (it may have seen the batch)', async () => {
+    await group.write(insert('a'));
+    expect(db.inTransaction).toBe(false);
+    expect(await group.read(() => db.prepare('SELECT count(*) FROM items').pluck().get())).toBe(1);
+
+    const order: string[] = [];
+    const write = group.write(insert('b')).then(() => order.push('write'));
+    const read = group.read(() => db.prepare('SELECT count(*) FROM items').pluck().get()).then((count) => order.push(`read ${count}`));
+    await Promise.all([write, read]);
+    expect(order).toEqual(['write', 'read 2']);
+  });
+
+  it('rejects a read that throws without touching the batch', async () => {
+    const write = group.write(insert('a'));
+    await expect(group.read(() => db.prepare('SELECT * FROM missing_table').get())).rejects.toThrow(/no such table/);
+    await write;
+    expect(namesSeenByAnotherConnection()).toEqual(['a']);
+  });
+
+  it('waits out another connection holding the write lock (busy_timeout), then fails the write if it is still held', async () => {
+    db.pragma('busy_timeout = 50');
+    other.exec('BEGIN IMMEDIATE');
+    await expect(group.write(insert('a'))).rejects.toThrow(/database is locked/);
+    other.exec('ROLLBACK');
+    await group.write(insert('a'));
+    expect(namesSeenByAnotherConnection()).toEqual(['a']);
+  });
+
+  it('commits the open batch on flush (before the database closes)', async () => {
+    const write = group.write(insert('a'));
+    group.flush();
+    expect(namesSeenByAnotherConnection()).toEqual(['a']);
+    await write;
+  });
+});
