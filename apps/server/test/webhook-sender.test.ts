@@ -4,7 +4,7 @@
  * network: host names are answered by an injected lookup.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import net, { isIP, type AddressInfo, type LookupFunction } from 'node:net';
+import net, { isIP, type AddressInfo, type LookupFunction, type Socket } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createWebhookSender, parseRetryAfter, type WebhookSenderOptions } from '../src/webhooks/sender.js';
@@ -100,6 +100,7 @@ describe('parseRetryAfter', () => {
 
 interface Received {
   path: string;
+  socket: Socket;
   headers: IncomingHttpHeaders;
   body: Buffer;
 }
@@ -108,6 +109,7 @@ describe('webhook sender', () => {
   let fixture: HttpsFixture;
   let received: Received[];
   let onHang: (() => void) | undefined;
+  const answeredOn = new WeakSet<object>();
   const id = 'msg_delivery_1';
   const body = JSON.stringify({ type: 'video.generation.succeeded', timestamp: '2025-01-01T00:00:00.000Z', data: { prompt: 'a café 🌅' } });
 
@@ -117,13 +119,19 @@ describe('webhook sender', () => {
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
         const path = req.url ?? '';
-        received.push({ path, headers: req.headers, body: Buffer.concat(chunks) });
+        received.push({ path, socket: req.socket, headers: req.headers, body: Buffer.concat(chunks) });
         const [, status = '200'] = /^\/status\/(\d+)/.exec(path) ?? [];
         if (path === '/hang') return onHang?.();
         if (path === '/redirect') return res.writeHead(302, { location: '/target' }).end();
         if (path === '/big') return res.writeHead(200).end(Buffer.alloc(1024 * 1024, 120));
         if (path === '/busy') return res.writeHead(429, { 'retry-after': '7' }).end('slow down');
         if (path === '/down') return res.writeHead(503, { 'retry-after': 'Wed, 01 Jan 2025 00:01:00 GMT' }).end();
+        if (path === '/slow') return void setTimeout(() => res.writeHead(200).end('ok'), 200);
+        // The receiver closes a kept connection as it is reused: only a connection's first request is answered.
+        if (path === '/first-on-connection') {
+          if (answeredOn.has(req.socket)) return req.socket.destroy();
+          answeredOn.add(req.socket);
+        }
         res.writeHead(Number(status)).end(status === '204' ? undefined : 'ok');
       });
     });
@@ -149,6 +157,34 @@ describe('webhook sender', () => {
     expect(hit!.headers['webhook-id']).toBe(id);
     expect(hit!.body.equals(Buffer.from(body, 'utf8'))).toBe(true);
     expect(new Webhook(SECRET).verify(hit!.body.toString('utf8'), hit!.headers as Record<string, string>)).toEqual(JSON.parse(body));
+  });
+
+  it('keeps the connection to a receiver for the next attempts: one connection, one handshake', async () => {
+    const one = sender();
+    const before = fixture.connections;
+    for (let i = 0; i < 3; i++) expect(await one.send({ url: fixture.url('/status/200'), id, body, secrets: [SECRET] })).toMatchObject({ outcome: 'delivered' });
+    expect(await one.send({ url: fixture.url('/status/500'), id, body, secrets: [SECRET] })).toMatchObject({ outcome: 'retry', status: 500 });
+    expect(fixture.connections - before).toBe(1);
+    expect(received).toHaveLength(4);
+  });
+
+  it('sends again on a connection of its own when the receiver closed the kept one as it was reused', async () => {
+    const one = sender();
+    const before = fixture.connections;
+    expect(await one.send({ url: fixture.url('/first-on-connection'), id, body, secrets: [SECRET] })).toMatchObject({ outcome: 'delivered', status: 200 });
+    expect(await one.send({ url: fixture.url('/first-on-connection'), id, body, secrets: [SECRET] })).toMatchObject({ outcome: 'delivered', status: 200 });
+    expect(fixture.connections - before).toBe(2);
+  });
+
+  it('closes a kept connection left unused for idleConnectionMs, and never one still waiting for its answer', async () => {
+    const one = sender({ idleConnectionMs: 50 });
+    const before = fixture.connections;
+    // The answer takes 200 ms, four times the idle time: the attempt is timed by its deadline only.
+    expect(await one.send({ url: fixture.url('/slow'), id, body, secrets: [SECRET] })).toMatchObject({ outcome: 'delivered', status: 200 });
+    const [hit] = received;
+    if (!hit!.socket.destroyed) await new Promise<void>((resolve) => hit!.socket.once('close', () => resolve()));
+    expect(await one.send({ url: fixture.url('/status/200'), id, body, secrets: [SECRET] })).toMatchObject({ outcome: 'delivered' });
+    expect(fixture.connections - before).toBe(2);
   });
 
   it('signs with every secret during a rotation: each one alone verifies', async () => {
