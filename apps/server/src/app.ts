@@ -6,6 +6,7 @@ import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { AppEnv } from './http/context.js';
 import type { AppDeps } from './http/deps.js';
+import { answer } from './http/answer.js';
 import { ApiError } from './http/errors.js';
 import { createMetrics } from './http/metrics.js';
 import { refuseWhileDraining } from './http/drain.js';
@@ -54,27 +55,25 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
 
   app.notFound((c) => {
     const error = new ApiError('not_found', `no route ${c.req.method} ${c.req.path}`);
-    return c.json(error.toBody(), 404);
+    return answer(c, error.toBody(), 404);
   });
 
   app.onError((err, c) => {
     if (err instanceof ApiError) {
-      for (const [name, value] of Object.entries(err.headers)) c.header(name, value);
-      return c.json(err.toBody(), err.status as 400);
+      return answer(c, err.toBody(), err.status, err.headers);
     }
     if (err instanceof HTTPException && err.status < 500) {
       const error = new ApiError('invalid_request', err.message || 'the request is invalid');
-      return c.json(error.toBody(), 400);
+      return answer(c, error.toBody(), 400);
     }
     if (isStoreUnavailable(err)) {
       deps.logger.error({ err, correlationId: c.get('correlationId') }, 'store unavailable');
       const error = new ApiError('unavailable', `the store is unreachable; retry shortly (correlation id ${c.get('correlationId')})`);
-      c.header('Retry-After', '1');
-      return c.json(error.toBody(), 503);
+      return answer(c, error.toBody(), 503, { 'Retry-After': '1' });
     }
     deps.logger.error({ err, correlationId: c.get('correlationId') }, 'unexpected error');
     const error = new ApiError('internal_error', `an unexpected error occurred; correlation id ${c.get('correlationId')}`);
-    return c.json(error.toBody(), 500);
+    return answer(c, error.toBody(), 500);
   });
 
   return app;

@@ -5,5 +5,7 @@ export type AppEnv = {
   Variables: {
     correlationId: string;
     apiKey: ApiKeyRecord;
+    /** Headers for every answer to the request (answer.ts). */
+    answerHeaders: Record<string, string>;
   };
 };

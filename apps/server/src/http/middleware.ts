@@ -7,6 +7,7 @@ import { newCorrelationId } from '../domain/ids.js';
 import type { Clock } from '../interfaces.js';
 import { redactSecrets } from '../logging.js';
 import type { ApiKeyRecord, Store, StoredApiKey } from '../store/store.js';
+import { carriesAnswerHeaders } from './answer.js';
 import type { AppEnv } from './context.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
@@ -25,13 +26,14 @@ export function observe(deps: { clock: Clock; logger: Logger; metrics: Metrics }
     // Echoed and logged, so it may not be (or hold) a key: a key-shaped one is replaced like a malformed one.
     const correlationId = given && CORRELATION_ID.test(given) && redactSecrets(given) === given ? given : newCorrelationId(deps.clock.now());
     c.set('correlationId', correlationId);
+    c.set('answerHeaders', { 'X-Correlation-Id': correlationId });
     const answered = deps.metrics.requestStarted();
     try {
       await next();
     } finally {
       answered();
     }
-    c.res.headers.set('X-Correlation-Id', correlationId);
+    if (!carriesAnswerHeaders(c.res)) c.res.headers.set('X-Correlation-Id', correlationId);
     const seconds = (performance.now() - started) / 1000;
     const route = c.req.routePath === '/*' ? 'unmatched' : c.req.routePath;
     deps.metrics.observeRequest(c.req.method, route, c.res.status, seconds);

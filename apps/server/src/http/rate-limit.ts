@@ -7,6 +7,7 @@
  */
 import type { MiddlewareHandler } from 'hono';
 import type { Clock } from '../interfaces.js';
+import { answerHeaders, carriesAnswerHeaders } from './answer.js';
 import type { AppEnv } from './context.js';
 import { ApiError } from './errors.js';
 
@@ -68,10 +69,9 @@ export function rateLimit(deps: { rateLimiter?: RateLimiter; clock: Clock; rateL
         'Retry-After': String(resetSeconds),
       });
     }
-    for (const [name, value] of Object.entries(headers)) c.header(name, value);
+    Object.assign(answerHeaders(c), headers);
     await next();
-    // Set again after the handler: an answer built with fresh headers keeps them.
-    for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
+    if (!carriesAnswerHeaders(c.res)) for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
   };
   return limit;
 }

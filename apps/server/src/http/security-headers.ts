@@ -8,6 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
+import { answerHeaders, carriesAnswerHeaders } from './answer.js';
 import type { AppEnv } from './context.js';
 
 const EVERY_ANSWER: Record<string, string> = {
@@ -48,6 +49,15 @@ export function docsContentSecurityPolicy(html: string): string {
   ].join('; ');
 }
 
+/** A JSON answer (answer.ts), by where it is: locked down, and under /api/ kept out of caches. */
+const JSON_ANSWER = { ...EVERY_ANSWER, 'Content-Security-Policy': LOCKED_DOWN_CSP, 'Cross-Origin-Resource-Policy': 'same-origin' };
+const JSON_ANSWER_BY_PLACE = {
+  // Task answers hold signed output URLs: no shared cache may keep them.
+  api: { ...JSON_ANSWER, 'Cache-Control': 'no-store' },
+  files: { ...JSON_ANSWER, 'Cross-Origin-Resource-Policy': 'cross-origin' },
+  other: JSON_ANSWER,
+};
+
 export function securityHeaders(deps: { docsHtml?: () => string | undefined }): MiddlewareHandler<AppEnv> {
   let docs: { html: string; csp: string } | undefined;
   const docsPolicy = (html: string) => {
@@ -55,7 +65,11 @@ export function securityHeaders(deps: { docsHtml?: () => string | undefined }): 
     return docs.csp;
   };
   return async (c, next) => {
+    // A JSON answer's are known before the route runs: they go with the answer headers.
+    const path = c.req.path;
+    Object.assign(answerHeaders(c), JSON_ANSWER_BY_PLACE[path.startsWith('/api/') ? 'api' : path.startsWith('/files/') ? 'files' : 'other']);
     await next();
+    if (carriesAnswerHeaders(c.res)) return;
     const headers = c.res.headers;
     for (const [name, value] of Object.entries(EVERY_ANSWER)) headers.set(name, value);
     const html = c.req.path === '/docs' && c.res.status === 200 ? deps.docsHtml?.() : undefined;

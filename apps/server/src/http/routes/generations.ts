@@ -9,6 +9,7 @@ import { checkSubmissionRules, inferMode, mediaKindOf } from '../../domain/rules
 import { isTerminal, pollHintSeconds, type TaskState } from '../../domain/states.js';
 import { toTaskResource } from '../../domain/task-view.js';
 import type { TaskRecord } from '../../store/store.js';
+import { answer } from '../answer.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { onShutdown } from '../drain.js';
@@ -104,14 +105,12 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     switch (outcome.kind) {
       case 'created':
       case 'replayed': {
-        const answer = outcome.response.body as SuccessBody<'submitGeneration'>;
-        c.header('Location', `${BASE}/${answer.requestId}`);
-        if (outcome.kind === 'replayed') c.header('Idempotent-Replayed', 'true');
-        else {
-          deps.metrics?.creditsCharged(answer.creditsCharged);
-          deps.wakeWorkers?.();
-        }
-        return c.json(answer, 202);
+        const accepted = outcome.response.body as SuccessBody<'submitGeneration'>;
+        const location = `${BASE}/${accepted.requestId}`;
+        if (outcome.kind === 'replayed') return answer(c, accepted, 202, { Location: location, 'Idempotent-Replayed': 'true' });
+        deps.metrics?.creditsCharged(accepted.creditsCharged);
+        deps.wakeWorkers?.();
+        return answer(c, accepted, 202, { Location: location });
       }
       case 'insufficient_credits':
         throw new ApiError('insufficient_credits', `this task costs ${outcome.required} credits; the balance is ${outcome.available}`, [
@@ -159,8 +158,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     if (!task) throw notFound(id);
     if (query.value.wait && !isTerminal(task.status)) task = (await waitForChange(accountId, id, task.status, query.value.wait)) ?? task;
     const hint = pollHintSeconds(task.status);
-    if (hint !== undefined) c.header('Retry-After', String(hint));
-    return c.json(toTaskResource(task) satisfies SuccessBody<'getGeneration'>, 200);
+    return answer(c, toTaskResource(task) satisfies SuccessBody<'getGeneration'>, 200, hint === undefined ? undefined : { 'Retry-After': String(hint) });
   });
 
   app.get(honoPath(specOperation('listGenerations').path), auth('listGenerations'), async (c) => {
@@ -181,7 +179,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     const nextCursor = rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id, status: status ?? null }) : null;
-    return c.json({ success: true, data: page.map(toTaskResource), nextCursor } satisfies SuccessBody<'listGenerations'>, 200);
+    return answer(c, { success: true, data: page.map(toTaskResource), nextCursor } satisfies SuccessBody<'listGenerations'>, 200);
   });
 
   app.post(honoPath(specOperation('cancelGeneration').path), auth('cancelGeneration'), async (c) => {
@@ -202,7 +200,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
       case 'already_cancelled':
         break;
     }
-    return c.json({ success: true, requestId: id, status: 'cancelled' } satisfies SuccessBody<'cancelGeneration'>, 200);
+    return answer(c, { success: true, requestId: id, status: 'cancelled' } satisfies SuccessBody<'cancelGeneration'>, 200);
   });
 
 }

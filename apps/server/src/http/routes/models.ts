@@ -2,6 +2,7 @@
 import type { Hono } from 'hono';
 import type { SuccessBody } from '@vidgen/types';
 import { describeModels } from '../../domain/catalog.js';
+import { answer } from '../answer.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { authenticate, sequence } from '../middleware.js';
@@ -12,6 +13,6 @@ export function registerModelRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   const op = specOperation('listModels');
   const body = { success: true, data: describeModels(deps.config.prices) } satisfies SuccessBody<'listModels'>;
   app.get(op.path, sequence(authenticate(deps, op.scopes ?? []), rateLimit({ rateLimiter: deps.rateLimiter, clock: deps.clock, rateLimits: deps.config.rateLimits }, 'read')), (c) =>
-    c.json(body, 200),
+    answer(c, body, 200),
   );
 }
