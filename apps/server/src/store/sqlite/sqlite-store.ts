@@ -31,6 +31,7 @@ import type {
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { GroupCommit } from './group-commit.js';
+import { viewedRows } from './row-views.js';
 import { rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -615,10 +616,11 @@ function prepareStatements(db: Database.Database) {
     rotateWebhookSecret: db.prepare(
       `UPDATE accounts SET previous_webhook_secret = webhook_secret, previous_webhook_secret_until = @until, webhook_secret = @secret WHERE id = @id`,
     ),
-    selectTask: db.prepare('SELECT * FROM tasks_with_webhook WHERE account_id = @account_id AND id = @id'),
-    selectTaskById: db.prepare('SELECT * FROM tasks_with_webhook WHERE id = ?'),
-    selectTaskPage: db.prepare(taskPage(false)),
-    selectTaskPageByStatus: db.prepare(taskPage(true)),
+    // Task rows are read as arrays behind named getters (row-views.ts).
+    selectTask: viewedRows(db.prepare('SELECT * FROM tasks_with_webhook WHERE account_id = @account_id AND id = @id')),
+    selectTaskById: viewedRows(db.prepare('SELECT * FROM tasks_with_webhook WHERE id = ?')),
+    selectTaskPage: viewedRows(db.prepare(taskPage(false))),
+    selectTaskPageByStatus: viewedRows(db.prepare(taskPage(true))),
     cancelTask: db.prepare(
       `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = @now, completed_at = @now
        WHERE id = @id AND status IN ${inList(CANCELLABLE_STATES)}`,
