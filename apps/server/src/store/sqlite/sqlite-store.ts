@@ -567,9 +567,11 @@ function prepareStatements(db: Database.Database) {
     // One statement: picking and leasing cannot interleave with another claimer.
     claimJob: db.prepare(
       `UPDATE jobs SET state = 'leased', leased_by = @worker, lease_until = @lease_until, attempts = attempts + 1, updated_at = @now
-       WHERE id = (SELECT id FROM jobs
+       WHERE id = (SELECT id FROM jobs INDEXED BY jobs_claimable_by_provider
                    -- The first term is implied by the second, and lets SQLite use the partial index
                    -- jobs_claimable_by_provider: without it every claim scanned every job ever run.
+                   -- INDEXED BY: with ANALYZE statistics (PRAGMA optimize) the planner chose to scan
+                   -- every job instead, 5 ms a claim with 20,000 queued against 12 µs.
                    WHERE state IN ('available', 'leased')
                      AND ((state = 'available' AND run_at <= @now) OR (state = 'leased' AND lease_until <= @now))
                      AND provider IN (SELECT value FROM json_each(@providers))
