@@ -3,7 +3,7 @@
  * deadlines, crashed workers and output files. The provider here is scripted
  * per test (it is the port under the worker); the real renderer has its own tests.
  */
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -112,6 +112,9 @@ describe('the worker', () => {
     // Another first character of the signature (a fixed 'X' would equal it one time in 64).
     const forged = await p.request('GET', url.pathname + url.search.replace(/sig=(.)/, (_, first: string) => `sig=${first === 'A' ? 'B' : 'A'}`));
     expect(forged.status).toBe(403);
+    // The attempt's directory held the fetched reference: removed with it.
+    await p.worker.idle();
+    expect(readdirSync(join(p.dir, 'work'))).toEqual([]);
   });
 
   it('hands the provider the fetched references in order', async () => {
@@ -160,6 +163,9 @@ describe('the worker', () => {
     await until(async () => (await task(p, key, id)).status === 'failed');
     expect(await task(p, key, id)).toMatchObject({ error: { code: 'provider_error', message: 'generation failed upstream' }, output: null, creditsRefunded: 12 });
     expect(await p.store.auditBalance(accountId)).toEqual({ balance: 100, ledgerSum: 100 });
+    // An empty attempt directory is removed as well.
+    await p.worker.idle();
+    expect(readdirSync(join(p.dir, 'work'))).toEqual([]);
   });
 
   it('fails with media_unavailable when a reference cannot be fetched', async () => {

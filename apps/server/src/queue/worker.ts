@@ -5,7 +5,7 @@
  * A cancel (from the API, through TaskEvents) or the deadline aborts the
  * provider, which kills its render. Runs inside the server process by default.
  */
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ModelId } from '../domain/catalog.js';
@@ -327,6 +327,15 @@ export function createWorker(options: WorkerOptions): Worker {
       handBack.delete(onShutdown);
       cancelDeadline();
       unsubscribe();
+      await removeWorkDir(dir);
+    }
+  }
+
+  /** The attempt's directory, usually empty by now (the output was moved into storage): one rmdir, else the whole tree. */
+  async function removeWorkDir(dir: string): Promise<void> {
+    try {
+      await rmdir(dir);
+    } catch {
       await rm(dir, { recursive: true, force: true });
     }
   }
