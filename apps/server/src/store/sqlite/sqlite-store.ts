@@ -32,7 +32,6 @@ import type {
 import { RollBack } from '../roll-back.js';
 import { GroupCommit } from './group-commit.js';
 import { viewedRows } from './row-views.js';
-import { TerminalTasks } from './terminal-tasks.js';
 import { rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -49,8 +48,6 @@ export class SqliteStore implements Store, JobQueue {
   private readonly sql: ReturnType<typeof prepareStatements>;
   /** Every method reads and writes through it: the writes of one turn of the event loop share one commit (group-commit.ts). */
   private readonly group: GroupCommit;
-  /** Terminal tasks for the task query; every write that changes one forgets it there first (terminal-tasks.ts). */
-  private readonly terminalTasks: TerminalTasks;
 
   /** `webhookJobAttempts`: claims of a delivery job before it is given up (its retries are scheduled, not counted here). */
   constructor(
@@ -66,7 +63,6 @@ export class SqliteStore implements Store, JobQueue {
     this.migrateNow();
     this.sql = prepareStatements(this.db);
     this.group = new GroupCommit(this.db);
-    this.terminalTasks = new TerminalTasks(this.db);
   }
 
   /** Applies every numbered migration not applied yet, each in its own transaction. */
@@ -253,14 +249,10 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   getTask(accountId: string, id: string): Promise<TaskRecord | undefined> {
-    const kept = this.terminalTasks.find(accountId, id);
-    if (kept) return Promise.resolve(kept);
-    return this.terminalTasks.remember(
-      this.group.read(() => {
-        const row = this.sql.selectTask.get({ account_id: accountId, id }) as Row | undefined;
-        return row && toTask(row);
-      }),
-    );
+    return this.group.read(() => {
+      const row = this.sql.selectTask.get({ account_id: accountId, id }) as Row | undefined;
+      return row && toTask(row);
+    });
   }
 
   findTask(id: string): Promise<TaskRecord | undefined> {
@@ -295,7 +287,6 @@ export class SqliteStore implements Store, JobQueue {
     const status = row.status as TaskState;
     if (status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
     if (!CANCELLABLE_STATES.includes(status)) return { kind: 'invalid_state', status };
-    this.terminalTasks.forget(input.id);
     this.sql.cancelTask.run({ id: input.id, now: ms(input.now) });
     this.refundNow(row, 'cancelled', input.now);
     const cancelled = this.sql.selectTask.get(key) as Row;
@@ -307,7 +298,6 @@ export class SqliteStore implements Store, JobQueue {
 
   /** The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. `current`: its row as it is now, when the caller has just read it. */
   private enqueueWebhookNow(taskId: string, now: Date, current?: Row): void {
-    this.terminalTasks.forget(taskId);
     const row = current ?? (this.sql.selectTaskById.get(taskId) as Row);
     if (!row.webhook_url) return;
     const { type, body } = webhookEventBody(toTask(row));
@@ -333,7 +323,6 @@ export class SqliteStore implements Store, JobQueue {
 
   completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
     return this.group.write(() => {
-      this.terminalTasks.forget(input.id);
       const changed = this.sql.completeTask.run({
         id: input.id,
         now: ms(input.now),
@@ -349,7 +338,6 @@ export class SqliteStore implements Store, JobQueue {
 
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
     return this.group.write(() => {
-      this.terminalTasks.forget(input.id);
       const changed = this.sql.failTask.run({ id: input.id, now: ms(input.now), code: input.code, message: input.message }).changes;
       const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
       if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
@@ -374,10 +362,7 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   clearOutputKey(id: string): Promise<void> {
-    return this.group.write(() => {
-      this.terminalTasks.forget(id);
-      this.sql.clearOutputKey.run(id);
-    });
+    return this.group.write(() => void this.sql.clearOutputKey.run(id));
   }
 
   // --- Webhooks -------------------------------------------------------------
@@ -421,14 +406,12 @@ export class SqliteStore implements Store, JobQueue {
         error: attempt.error,
         duration_ms: attempt.durationMs,
       });
-      const updated = this.sql.updateDelivery.get({
+      this.sql.updateDelivery.run({
         id: input.deliveryId,
         status: input.status,
         attempted_at: ms(attempt.attemptedAt),
         next_attempt_at: ms(input.nextAttemptAt),
-      }) as Row | undefined;
-      // The task's answer shows its webhook's progress.
-      if (updated) this.terminalTasks.forget(updated.task_id);
+      });
     });
   }
 
@@ -436,7 +419,6 @@ export class SqliteStore implements Store, JobQueue {
     return this.group.write(() => {
       const row = this.sql.selectDelivery.get(input.deliveryId) as Row | undefined;
       if (!row) return undefined;
-      this.terminalTasks.forget(row.task_id);
       this.sql.resetDelivery.run({ id: input.deliveryId, now: ms(input.now) });
       this.sql.resetDeliveryJob.run({ task_id: row.task_id, now: ms(input.now) });
       return toDelivery(this.sql.selectDelivery.get(input.deliveryId) as Row);
@@ -625,8 +607,7 @@ function prepareStatements(db: Database.Database) {
     updateDelivery: db.prepare(
       `UPDATE webhook_deliveries SET status = @status, attempts = attempts + 1, last_attempt_at = @attempted_at,
                                      next_attempt_at = @next_attempt_at, updated_at = @attempted_at
-       WHERE id = @id
-       RETURNING task_id`,
+       WHERE id = @id`,
     ),
     resetDelivery: db.prepare(`UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = @now, updated_at = @now WHERE id = @id`),
     resetDeliveryJob: db.prepare(
