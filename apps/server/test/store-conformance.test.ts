@@ -270,6 +270,26 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await store().redeliver({ deliveryId: delivery.id, now: later(2) })).toMatchObject({ status: 'pending' });
       expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver' });
     });
+
+    it("answers a terminal task's query with every later change: attempts, a redelivery, the swept output, never another account", async () => {
+      const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+      await store().startTask({ id, now });
+      await store().completeTask({ id, now: later(5), outputKey: `${id}.mp4`, outputUrl: 'https://files.example.com/x', outputExpiresAt: later(3600_000) });
+      // Read between every change: a store that keeps terminal tasks (SQLite) must not answer from before it.
+      expect(await store().getTask('acc_1', id)).toMatchObject({ status: 'succeeded', webhook: { status: 'pending', attempts: 0 } });
+      const delivery = (await store().getDeliveryForTask(id))!;
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, attempt: { attemptedAt: later(6), statusCode: 500, error: null, durationMs: 3 }, status: 'failed', nextAttemptAt: null });
+      expect(await store().getTask('acc_1', id)).toMatchObject({ webhook: { status: 'failed', attempts: 1, lastAttemptAt: later(6) } });
+      await store().redeliver({ deliveryId: delivery.id, now: later(7) });
+      expect(await store().getTask('acc_1', id)).toMatchObject({ webhook: { status: 'pending', attempts: 1 } });
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, attempt: { attemptedAt: later(8), statusCode: 200, error: null, durationMs: 3 }, status: 'delivered', nextAttemptAt: null });
+      expect(await store().getTask('acc_1', id)).toMatchObject({ webhook: { status: 'delivered', attempts: 2, lastAttemptAt: later(8) } });
+      expect((await store().getTask('acc_1', id))!.outputKey).toBe(`${id}.mp4`);
+      await store().clearOutputKey(id);
+      expect((await store().getTask('acc_1', id))!.outputKey).toBeNull();
+      await store().createAccount({ id: 'acc_2', name: 'b', webhookSecret: 'whsec_y', openingGrant: 0, now });
+      expect(await store().getTask('acc_2', id)).toBeUndefined();
+    });
   });
 
   describe('the job queue', () => {
