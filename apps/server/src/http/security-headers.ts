@@ -65,19 +65,20 @@ export function securityHeaders(deps: { docsHtml?: () => string | undefined }): 
     return docs.csp;
   };
   return async (c, next) => {
-    // A JSON answer's are known before the route runs: they go with the answer headers.
     const path = c.req.path;
-    Object.assign(answerHeaders(c), JSON_ANSWER_BY_PLACE[path.startsWith('/api/') ? 'api' : path.startsWith('/files/') ? 'files' : 'other']);
+    const api = path.startsWith('/api/');
+    const file = path.startsWith('/files/');
+    // A JSON answer's are known before the route runs: they go with the answer headers.
+    Object.assign(answerHeaders(c), JSON_ANSWER_BY_PLACE[api ? 'api' : file ? 'files' : 'other']);
     await next();
     if (carriesAnswerHeaders(c.res)) return;
     const headers = c.res.headers;
     for (const [name, value] of Object.entries(EVERY_ANSWER)) headers.set(name, value);
-    const html = c.req.path === '/docs' && c.res.status === 200 ? deps.docsHtml?.() : undefined;
-    const file = c.req.path.startsWith('/files/');
+    const html = path === '/docs' && c.res.status === 200 ? deps.docsHtml?.() : undefined;
     headers.set('Content-Security-Policy', html ? docsPolicy(html) : file && c.res.ok ? FILE_CSP : LOCKED_DOWN_CSP);
     // Output files are meant to be played by other sites' pages (<video src>); everything else is this origin's.
     headers.set('Cross-Origin-Resource-Policy', file ? 'cross-origin' : 'same-origin');
     // Task answers hold signed output URLs: no shared cache may keep them.
-    if (c.req.path.startsWith('/api/') && !headers.has('Cache-Control')) headers.set('Cache-Control', 'no-store');
+    if (api && !headers.has('Cache-Control')) headers.set('Cache-Control', 'no-store');
   };
 }

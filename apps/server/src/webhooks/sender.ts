@@ -91,7 +91,7 @@ export function createWebhookSender(options: WebhookSenderOptions = {}): Webhook
         if (answered) return;
         // A kept connection the receiver closed as we reused it, without answering: once more, on a connection of its own
         // (the receiver may have read it: a repeat, with the same webhook-id, which at-least-once delivery allows).
-        if (req.reusedSocket && error.code === 'ECONNRESET' && !fresh && !signal.aborted) {
+        if (req.reusedSocket && error.code === 'ECONNRESET' && !signal.aborted) {
           resolve(post(url, headers, body, signal, true));
         } else reject(error);
       });

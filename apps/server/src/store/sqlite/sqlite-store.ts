@@ -386,14 +386,14 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   listDeliveryAttempts(deliveryId: string): Promise<DeliveryAttempt[]> {
-    return this.group.read(() => {
-      return (this.sql.selectDeliveryAttempts.all(deliveryId) as Row[]).map((r) => ({
+    return this.group.read(() =>
+      (this.sql.selectDeliveryAttempts.all(deliveryId) as Row[]).map((r) => ({
         attemptedAt: new Date(r.attempted_at),
         statusCode: r.status_code,
         error: r.error,
         durationMs: r.duration_ms,
-      }));
-    });
+      })),
+    );
   }
 
   recordDeliveryAttempt(input: { deliveryId: string; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
