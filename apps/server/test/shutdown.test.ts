@@ -114,11 +114,12 @@ describe.each(backendKinds)('shutdown on $name', ({ skip, open }) => {
 
     it('hands a render still running at the bound back to the queue without counting an attempt; another worker finishes it, charged once', async () => {
       const { h, newWorker, submit, status, accountId } = await setUp();
-      const first = newWorker(provider(rendersUntilStopped));
+      let rendering = false;
+      const first = newWorker(provider((request) => ((rendering = true), rendersUntilStopped(request))));
       first.start();
       const id = await submit();
       first.wake();
-      await until(async () => (await status(id)) === 'processing' && first.running === 1);
+      await until(() => rendering);
 
       const stopped = first.stop({ graceMs: 5_000 });
       h.clock.advance(5_000);
@@ -137,6 +138,46 @@ describe.each(backendKinds)('shutdown on $name', ({ skip, open }) => {
       expect(ledger.filter((entry) => entry.taskId === id).map((entry) => entry.kind)).toEqual(['charge']);
       const audit = await backend.store.auditBalance(accountId);
       expect(audit!.balance).toBe(audit!.ledgerSum);
+    });
+
+    it('hands back a job whose bound passed while it was being started, before its render begins', async () => {
+      const { h, submit, status } = await setUp();
+      // The store's startTask waits at a gate: the bound passes between the claim and the render.
+      let atGate: (() => void) | undefined;
+      const gate = new Promise<void>((resolve) => (atGate = resolve));
+      let reachedGate = false;
+      const store = new Proxy(backend.store, {
+        get(target, name, receiver) {
+          if (name === 'startTask')
+            return async (input: { id: string; now: Date }) => {
+              reachedGate = true;
+              await gate;
+              return target.startTask(input);
+            };
+          const value: unknown = Reflect.get(target, name, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      let renders = 0;
+      const worker = testWorker({ ...h, store }, {
+        provider: provider((request) => ((renders += 1), rendersUntilStopped(request))),
+        queue: backend.queue,
+        files: createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('test-secret') }),
+        workDir: join(dir, 'work'),
+      });
+      workers.push(worker);
+      worker.start();
+      const id = await submit();
+      worker.wake();
+      await until(() => reachedGate && worker.running === 1);
+
+      const stopped = worker.stop({ graceMs: 0 });
+      atGate!();
+      await stopped;
+      expect(renders).toBe(0);
+      expect(await status(id)).toBe('processing');
+      const claimed = await backend.queue.claim({ workerId: 'inspector', now: h.clock.now(), leaseMs: 60_000, providers: ['local'] });
+      expect(claimed).toMatchObject({ taskId: id, kind: 'generate', attempts: 1 });
     });
 
     it('claims nothing once stopping', async () => {

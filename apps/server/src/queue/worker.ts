@@ -77,6 +77,8 @@ export function createWorker(options: WorkerOptions): Worker {
   const inFlight = new Map<string, Promise<void>>();
   /** Stops each running render for shutdown (its job is handed back). */
   const handBack = new Set<() => void>();
+  /** Set once the shutdown bound has passed: a job claimed before it but not yet rendering is handed back too. */
+  let handingBack = false;
   const busy = new Map<string, number>();
   /** Providers with a free slot. */
   const open = () => Object.entries(options.concurrency).filter(([name, limit]) => (busy.get(name) ?? 0) < limit).map(([name]) => name);
@@ -258,6 +260,8 @@ export function createWorker(options: WorkerOptions): Worker {
     const unsubscribe = events.subscribe(task.id, (status) => status === 'cancelled' && abort('cancelled'));
     const onShutdown = () => abort('shutdown');
     handBack.add(onShutdown);
+    // The bound passed while this job was being started: hand it back rather than render past the bound.
+    if (handingBack) onShutdown();
     const remaining = (task.deadlineAt?.getTime() ?? Infinity) - clock.now().getTime();
     const cancelDeadline = Number.isFinite(remaining) ? clock.setTimeout(() => abort('timeout'), Math.max(0, remaining)) : () => {};
     const heartbeat = setInterval(() => {
@@ -353,7 +357,10 @@ export function createWorker(options: WorkerOptions): Worker {
     async stop({ graceMs }: { graceMs?: number } = {}) {
       stopping = true;
       cancelTimer?.();
-      const handBackAll = () => [...handBack].forEach((stopRender) => stopRender());
+      const handBackAll = () => {
+        handingBack = true;
+        [...handBack].forEach((stopRender) => stopRender());
+      };
       let cancelGrace = () => {};
       if (graceMs !== undefined && graceMs <= 0) handBackAll();
       else if (graceMs !== undefined) cancelGrace = clock.setTimeout(handBackAll, graceMs);
