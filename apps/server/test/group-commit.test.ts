@@ -40,6 +40,8 @@ afterEach(() => {
 
 const insert = (name: string, parent: number | null = null) => () => db.prepare('INSERT INTO items (name, parent) VALUES (?, ?)').run(name, parent).lastInsertRowid;
 const namesSeenByAnotherConnection = () => other.prepare('SELECT name FROM items ORDER BY id').pluck().all();
+/** Resolves once the current turn of the event loop, and the group's end-of-turn work, are over. */
+const turnEnded = () => new Promise<void>((resolve) => setImmediate(resolve));
 const commitsSeenByAnotherConnection = () => other.pragma('data_version', { simple: true }) as number;
 
 describe('group commit', () => {
@@ -115,6 +117,52 @@ describe('group commit', () => {
     const read = group.read(() => db.prepare('SELECT count(*) FROM items').pluck().get()).then((count) => order.push(`read ${count}`));
     await Promise.all([write, read]);
     expect(order).toEqual(['write', 'read 2']);
+  });
+
+  it('runs the reads of a turn with no batch open in one read transaction, one snapshot, ended when the turn ends', async () => {
+    const count = () => group.read(() => db.prepare('SELECT count(*) FROM items').pluck().get());
+    expect(await count()).toBe(0);
+    expect(db.inTransaction).toBe(true);
+    // Another process commits during the turn: this turn's reads still see the snapshot of its first one.
+    other.prepare('INSERT INTO items (name) VALUES (?)').run('x');
+    expect(await count()).toBe(0);
+
+    await turnEnded();
+    expect(db.inTransaction).toBe(false);
+    expect(await count()).toBe(1);
+  });
+
+  it('ends the turn’s read transaction when a write opens a batch: the write sees what others committed since', async () => {
+    expect(await group.read(() => db.prepare('SELECT count(*) FROM items').pluck().get())).toBe(0);
+    other.prepare('INSERT INTO items (name) VALUES (?)').run('x');
+    // Writing on the old snapshot would fail (SQLITE_BUSY_SNAPSHOT); the batch starts a transaction of its own.
+    expect(await group.write(() => db.prepare('SELECT count(*) FROM items').pluck().get())).toBe(1);
+    await group.write(insert('y'));
+    expect(namesSeenByAnotherConnection()).toEqual(['x', 'y']);
+  });
+
+  it('holds no snapshot between turns: another connection can checkpoint the whole WAL then', async () => {
+    other.prepare('INSERT INTO items (name) VALUES (?)').run('x');
+    await group.read(() => db.prepare('SELECT count(*) FROM items').pluck().get());
+    other.prepare('INSERT INTO items (name) VALUES (?)').run('y');
+    // The snapshot pins the WAL frames after it: a full checkpoint is refused while it is held…
+    other.pragma('busy_timeout = 0');
+    expect(other.pragma('wal_checkpoint(TRUNCATE)')).toEqual([{ busy: 1, log: expect.any(Number), checkpointed: expect.any(Number) }]);
+    await turnEnded();
+    // …and done once the turn is over.
+    expect(other.pragma('wal_checkpoint(TRUNCATE)')).toEqual([{ busy: 0, log: 0, checkpointed: 0 }]);
+  });
+
+  it('ends the read transaction on flush, and opens none inside a transaction someone else began on the connection', async () => {
+    await group.read(() => db.prepare('SELECT 1').get());
+    group.flush();
+    expect(db.inTransaction).toBe(false);
+
+    db.exec('BEGIN');
+    await group.read(() => db.prepare('SELECT 1').get());
+    await turnEnded();
+    expect(db.inTransaction).toBe(true);
+    db.exec('COMMIT');
   });
 
   it('rejects a read that throws without touching the batch', async () => {

@@ -15,6 +15,16 @@
  * which fails the batch. The write lock is held from the first write of a turn
  * to its end, so another process (the CLI) waits at most that long, within
  * `busy_timeout`.
+ *
+ * Reads share a transaction too. Outside one, every statement is a transaction
+ * of its own, and starting a read transaction on a WAL database costs system
+ * calls (locks on the shared-memory index): 9 µs for a task read by its key,
+ * measured here, against 3 µs each when twenty share one. So the reads of a
+ * turn with no batch open run in one read transaction (a `BEGIN`, one
+ * snapshot), ended when the turn ends or as soon as a write opens a batch;
+ * no snapshot is held while the process waits for work. A read then sees
+ * what was committed when its turn's first read ran: another process's
+ * commit during that turn is seen from the next one.
  */
 import type Database from 'better-sqlite3';
 
@@ -22,14 +32,20 @@ type Settle = (failure?: { error: unknown }) => void;
 
 export class GroupCommit {
   private batch: Settle[] | undefined;
+  /** A read transaction of this turn is open (and no batch). */
+  private snapshot = false;
   private readonly savepoint: Database.Statement;
   private readonly release: Database.Statement;
   private readonly rollBackTo: Database.Statement;
+  private readonly beginRead: Database.Statement;
+  private readonly endRead: Database.Statement;
 
   constructor(private readonly db: Database.Database) {
     this.savepoint = db.prepare('SAVEPOINT write');
     this.release = db.prepare('RELEASE write');
     this.rollBackTo = db.prepare('ROLLBACK TO write');
+    this.beginRead = db.prepare('BEGIN');
+    this.endRead = db.prepare('COMMIT');
   }
 
   /**
@@ -52,6 +68,7 @@ export class GroupCommit {
   read<T>(work: () => T): Promise<T> {
     if (this.batch) return this.join(work, false);
     try {
+      if (!this.snapshot) this.openSnapshot();
       return Promise.resolve(work());
     } catch (error) {
       return Promise.reject(error);
@@ -61,9 +78,30 @@ export class GroupCommit {
   /** Commits the open batch now, if there is one (before closing the database). */
   flush(): void {
     if (this.batch) this.commit();
+    this.closeSnapshot();
+  }
+
+  /** The turn's read transaction; none when someone else's transaction is open on this connection (a test's, say). */
+  private openSnapshot(): void {
+    if (this.db.inTransaction) return;
+    this.beginRead.run();
+    this.snapshot = true;
+    setImmediate(() => this.closeSnapshot());
+  }
+
+  private closeSnapshot(): void {
+    if (!this.snapshot) return;
+    this.snapshot = false;
+    // Nothing was written in it (writes go through batches, which close it first): ending it only lets go of the snapshot.
+    try {
+      if (this.db.inTransaction) this.endRead.run();
+    } catch {
+      this.rollBack();
+    }
   }
 
   private open(): void {
+    this.closeSnapshot();
     this.db.exec('BEGIN IMMEDIATE');
     const batch: Settle[] = [];
     this.batch = batch;
