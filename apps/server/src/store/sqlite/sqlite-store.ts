@@ -60,6 +60,11 @@ export class SqliteStore implements Store, JobQueue {
     this.db.pragma('synchronous = NORMAL');
     this.db.pragma('foreign_keys = ON');
     this.db.pragma('busy_timeout = 5000');
+    // Every write is a savepoint in the turn's transaction (group-commit.ts), and SQLite keeps the pages a savepoint
+    // changes in a journal of its own to roll it back: in a temporary file, a write() per page, unless temporary
+    // storage is memory. That journal only ever serves a rollback inside a live transaction (the WAL keeps commits
+    // safe), so nothing durable is lost; a submission's statements took 60 µs with it on file, 24 µs in memory.
+    this.db.pragma('temp_store = MEMORY');
     this.migrateNow();
     this.sql = prepareStatements(this.db);
     this.group = new GroupCommit(this.db);
