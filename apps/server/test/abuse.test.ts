@@ -319,6 +319,8 @@ describe('keys', () => {
     expect(sameApiKeyHash(hashApiKey(key), hashApiKey(key))).toBe(true);
     expect(sameApiKeyHash(hashApiKey(key), hashApiKey(`${key}x`))).toBe(false);
     expect(sameApiKeyHash(hashApiKey(key).slice(0, 62), hashApiKey(key).slice(0, 62))).toBe(false);
+    // The stored form never changes with how it is computed: keys already issued keep working (SHA-256, hex; FIPS 180-2 "abc").
+    expect(hashApiKey('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
   });
 });
 
