@@ -14,11 +14,15 @@
  *    queued, so that submit measures the API and the store, not the renders,
  *    which the pipeline part measures) each take the same wrk load per request:
  *    query of a succeeded task, query of a missing task, list (first page),
- *    models, submit, cancel. Cancel cancels a different queued task with every
+ *    models, submit, cancel. For the query of a task and for submit, the floor
+ *    (bench/http/floor.ts: only the work no implementation can skip, on a copy
+ *    of the store) takes it too, between the two. Cancel cancels a different queued task with every
  *    request (a refund: the real work), from tasks written to the store before
  *    it runs; never a repeated cancel, which is answered without a write.
  * 2. Store size: GET of random tasks and the list's first page with 1,000 and
- *    with 1,000,000 tasks (--quick: 10,000), written directly to SQLite.
+ *    with 1,000,000 tasks (--quick: 10,000), written directly to SQLite: two
+ *    stores, a server each, GET three times at each size in turns (the median
+ *    p99 is the figure).
  * 3. Memory: the server's RSS while it answers 1,000,000 queries (--quick:
  *    100,000), sampled every quarter.
  * 4. Pipeline: bench/pipeline.ts (instant provider, webhooks to an HTTPS
@@ -30,7 +34,7 @@
  * --only) and otherwise only with --write. For profiling one request kind:
  * `pnpm bench --quick --skip rss,scale,pipeline --only submit --cpu-prof`.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -67,6 +71,8 @@ const FULL = { scaleTasks: 1_000_000, rssRequests: 1_000_000 };
 const LOAD: Load = { threads: Number(args.threads), connections: Number(args.connections), seconds: Number(args.seconds ?? (QUICK ? 3 : 10)) };
 const WARMUP: Load = { ...LOAD, seconds: QUICK ? 1 : 2 };
 const SCALE_TASKS = QUICK ? 10_000 : FULL.scaleTasks;
+/** GET runs per store size, the sizes taking turns; the median p99 is the size's figure. */
+const SCALE_ROUNDS = 3;
 const RSS_REQUESTS = QUICK ? 100_000 : FULL.rssRequests;
 const PIPELINE = QUICK ? { tasks: 300, concurrency: 32, paced: 40, rate: 20 } : { tasks: 2000, concurrency: 32, paced: 200, rate: 20 };
 const SKIP = new Set(args.skip.split(',').filter(Boolean));
@@ -191,6 +197,7 @@ log(`${machine.cores} × ${machine.cpu}, Node ${machine.node}, ${wrk}; load aver
 
 let mainServer: NodeService | undefined;
 let ceiling: NodeService | undefined;
+let floor: NodeService | undefined;
 try {
   // --- The main store: the account, a real succeeded task, 999 copies of it (1,000 tasks).
   const main = await createStore(join(work, 'main'));
@@ -200,6 +207,12 @@ try {
   const succeeded = readTemplate(main.dbPath, succeededId);
   seedTasks(main.dbPath, { template: succeeded, accountId: main.accountId, count: 999, newestAt: (succeeded.task.created_at as number) - 1 });
 
+  // The floor (bench/http/floor.ts) on a copy of the store as it is now (no server has it open, the seeding
+  // checkpointed its WAL): its submissions do not add to the server's tasks.
+  const floorDb = join(work, 'floor.db');
+  copyFileSync(main.dbPath, floorDb);
+  floor = await startNodeService('bench/http/floor.ts', [floorDb], {});
+
   mainServer = await startServer(main, { worker: false, nodeArgs: SERVER_NODE_ARGS });
   const server = mainServer;
   const taskAnswer = await (await fetch(`${server.url}${BASE}/${succeededId}`, { headers: auth })).text();
@@ -207,7 +220,7 @@ try {
   writeFileSync(ceilingBody, taskAnswer);
   results.ceilingBytes = Buffer.byteLength(taskAnswer);
   ceiling = await startNodeService('bench/http/ceiling.ts', [ceilingBody], {});
-  log(`server ${server.url} (pid ${server.pid}), ceiling ${ceiling.url} (pid ${ceiling.pid}), ${results.ceilingBytes} bytes per answer`);
+  log(`server ${server.url} (pid ${server.pid}), ceiling ${ceiling.url} (pid ${ceiling.pid}), floor ${floor.url} (pid ${floor.pid}), ${results.ceilingBytes} bytes per answer`);
 
   const scripts = join(work, 'scripts');
   mkdirSync(scripts);
@@ -229,6 +242,8 @@ try {
     prepare?: (ceiling: WrkResult) => Promise<string | undefined>;
     /** after the server's runs: check what they did to the store; returns a note, or throws */
     check?: (warmup: WrkResult, measured: WrkResult) => string | undefined;
+    /** the floor (bench/http/floor.ts) answers this request too: it runs between the ceiling and the server */
+    floor?: boolean;
     /** a request like the measured ones, to check the status and size of the answer */
     sample: () => { url: string; init: RequestInit };
   }
@@ -242,6 +257,7 @@ try {
       expect: 200,
       url: (base) => `${base}${BASE}/${succeededId}`,
       script: queryScript,
+      floor: true,
       sample: () => ({ url: `${BASE}/${succeededId}`, init: { headers: auth } }),
     },
     {
@@ -274,6 +290,7 @@ try {
       expect: 202,
       url: (base) => `${base}${BASE}`,
       script: writeStaticScript(join(scripts, 'submit.lua'), { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY }),
+      floor: true,
       sample: () => ({ url: BASE, init: { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY } }),
     },
     {
@@ -333,6 +350,17 @@ try {
       log(`${scenario.name}: ceiling`);
       await runWrk(scenario.url(ceiling.url), scenario.script, WARMUP, argsFor('ceiling'));
       const ceilingRun = await runWrk(scenario.url(ceiling.url), scenario.script, LOAD, argsFor('ceiling'));
+      let floorRun: WrkResult | undefined;
+      if (scenario.floor) {
+        const sample = scenario.sample();
+        const answer = await fetch(`${floor.url}${sample.url}`, sample.init);
+        await answer.arrayBuffer();
+        if (answer.status !== scenario.expect) throw new Error(`${scenario.name}: the floor answered ${answer.status}, not ${scenario.expect}`);
+        log(`${scenario.name}: floor`);
+        await runWrk(scenario.url(floor.url), scenario.script, WARMUP, argsFor('ceiling'));
+        floorRun = await runWrk(scenario.url(floor.url), scenario.script, LOAD, argsFor('ceiling'));
+        if (floorRun.statusErrors + floorRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor gave ${floorRun.statusErrors} error answers, ${floorRun.socketErrors} socket errors`);
+      }
       const note = await scenario.prepare?.(ceilingRun);
       const sample = scenario.sample();
       const answer = await fetch(`${server.url}${sample.url}`, sample.init);
@@ -353,6 +381,7 @@ try {
         answerBytes,
         server: serverRun,
         ceiling: ceilingRun,
+        ...(floorRun ? { floor: floorRun } : {}),
         rssBeforeMb,
         rssAfterMb,
         unexpected: wrongStatus + serverRun.socketErrors,
@@ -361,11 +390,13 @@ try {
       results.scenarios.push(result);
       log(
         `${scenario.name}: ${Math.round(serverRun.rps)} req/s (ceiling ${Math.round(ceilingRun.rps)}, ratio ${(serverRun.rps / ceilingRun.rps).toFixed(2)}), ` +
+          (floorRun ? `floor ${Math.round(floorRun.rps)} (ratio ${(floorRun.rps / ceilingRun.rps).toFixed(2)}, p99 ${floorRun.p99Ms.toFixed(2)} ms), ` : '') +
           `p50 ${serverRun.p50Ms.toFixed(2)} ms, p99 ${serverRun.p99Ms.toFixed(2)} ms, RSS ${rssBeforeMb.toFixed(0)} → ${rssAfterMb.toFixed(0)} MB, errors ${result.unexpected}`,
       );
     }
   }
   await stop(ceiling.child);
+  await stop(floor.child);
 
   // --- Memory: queries of the succeeded task until RSS_REQUESTS were answered, RSS every quarter.
   if (!SKIP.has('rss')) {
@@ -391,42 +422,62 @@ try {
   await stop(server.child);
   mainServer = undefined;
 
-  // --- Store size: a server of its own, GET and list at 1,000 tasks, then at SCALE_TASKS.
+  // --- Store size: a store of 1,000 tasks and one of SCALE_TASKS, each with a server of its own, both up together.
+  // GET is measured SCALE_ROUNDS times at each size, the two sizes taking turns, so that a slow spell of the machine
+  // falls on both alike; each size reports its run with the median p99 (every p99 is in the report).
   if (!SKIP.has('scale')) {
-    const scale = await createStore(join(work, 'scale'));
-    const scaleAuth = { Authorization: `Bearer ${scale.key}` };
-    const getScriptRandom = writeIdsScript(join(scripts, 'get-random.lua'), { method: 'GET', headers: scaleAuth, prefix: `${BASE}/`, suffix: '', wrap: true, exhausted: MISSING_ID });
-    const listScript = writeStaticScript(join(scripts, 'list-scale.lua'), { method: 'GET', headers: scaleAuth });
     const now = Date.now();
-    let seeded = seedTasks(scale.dbPath, { template: succeeded, accountId: scale.accountId, count: 1000, newestAt: now });
-    const scaleServer = await startServer(scale, { worker: false, nodeArgs: SERVER_NODE_ARGS });
+    const seeded = [];
+    for (const tasks of [1000, SCALE_TASKS]) {
+      const store = await createStore(join(work, `scale-${tasks}`));
+      log(`store size: writing ${tasks.toLocaleString('en-US')} tasks`);
+      seeded.push({ tasks, store, seedSeconds: seedTasks(store.dbPath, { template: succeeded, accountId: store.accountId, count: tasks, newestAt: now }).seconds });
+    }
+    const servers: NodeService[] = [];
     try {
-      const measure = async (tasks: number, seedSeconds: number): Promise<ScaleResult> => {
-        const idsFile = join(work, `get-${tasks}.ids`);
-        const ids = selectColumn<string>(scale.dbPath, 'SELECT id FROM tasks ORDER BY random() LIMIT 10000');
-        writeFileSync(idsFile, `${shuffle(ids).join('\n')}\n`);
-        const getArgs = [idsFile, String(LOAD.threads)];
-        await runWrk(scaleServer.url, getScriptRandom, WARMUP, getArgs);
-        const get = await runWrk(scaleServer.url, getScriptRandom, LOAD, getArgs);
-        // One connection: the latency of a lone request, without the queueing of a saturated server.
-        const getAlone = await runWrk(scaleServer.url, getScriptRandom, { ...LOAD, threads: 1, connections: 1 }, [idsFile, '1']);
-        await runWrk(`${scaleServer.url}${BASE}`, listScript, WARMUP);
-        const list = await runWrk(`${scaleServer.url}${BASE}`, listScript, LOAD);
-        if ([get, getAlone, list].some((run) => run.statusErrors + run.socketErrors > 0)) throw new Error(`store size ${tasks}: error answers`);
-        log(
-          `${tasks.toLocaleString('en-US')} tasks: GET p50 ${get.p50Ms.toFixed(2)} ms p99 ${get.p99Ms.toFixed(2)} ms ` +
-            `(1 connection: p99 ${getAlone.p99Ms.toFixed(2)} ms), list p99 ${list.p99Ms.toFixed(2)} ms`,
-        );
-        return { tasks, seedSeconds, get, getAlone, list, rssMb: memoryOf(scaleServer.pid).rssMb };
+      // Each size's server, the ids its GETs ask for and its scripts, made once.
+      const sizes = [];
+      for (const { tasks, store, seedSeconds } of seeded) {
+        const server = await startServer(store, { worker: false, nodeArgs: SERVER_NODE_ARGS });
+        servers.push(server);
+        const headers = { Authorization: `Bearer ${store.key}` };
+        const ids = join(work, `get-${tasks}.ids`);
+        writeFileSync(ids, `${shuffle(selectColumn<string>(store.dbPath, 'SELECT id FROM tasks ORDER BY random() LIMIT 10000')).join('\n')}\n`);
+        sizes.push({
+          tasks,
+          seedSeconds,
+          server,
+          getScript: writeIdsScript(join(scripts, `get-random-${tasks}.lua`), { method: 'GET', headers, prefix: `${BASE}/`, suffix: '', wrap: true, exhausted: MISSING_ID }),
+          getArgs: [ids, String(LOAD.threads)],
+          getAloneArgs: [ids, '1'],
+          listScript: writeStaticScript(join(scripts, `list-${tasks}.lua`), { method: 'GET', headers }),
+          gets: [] as WrkResult[],
+        });
+      }
+      const checked = (tasks: number, run: WrkResult) => {
+        if (run.statusErrors + run.socketErrors > 0) throw new Error(`store size ${tasks}: error answers`);
+        return run;
       };
-      results.scale.push(await measure(1000, seeded.seconds));
-      log(`store size: writing ${(SCALE_TASKS - 1000).toLocaleString('en-US')} more tasks`);
-      // Older than the first 1,000, so that the list's first page is the same page at both sizes.
-      seeded = seedTasks(scale.dbPath, { template: succeeded, accountId: scale.accountId, count: SCALE_TASKS - 1000, newestAt: now - 1000 });
-      await sleep(1000);
-      results.scale.push(await measure(SCALE_TASKS, seeded.seconds));
+      for (const size of sizes) await runWrk(size.server.url, size.getScript, WARMUP, size.getArgs);
+      for (let round = 0; round < SCALE_ROUNDS; round++) {
+        for (const size of sizes) size.gets.push(checked(size.tasks, await runWrk(size.server.url, size.getScript, LOAD, size.getArgs)));
+      }
+      for (const size of sizes) {
+        const byP99 = [...size.gets].sort((a, b) => a.p99Ms - b.p99Ms);
+        const get = byP99[Math.floor(byP99.length / 2)]!;
+        // One connection: the latency of a lone request, without the queueing of a saturated server.
+        const getAlone = checked(size.tasks, await runWrk(size.server.url, size.getScript, { ...LOAD, threads: 1, connections: 1 }, size.getAloneArgs));
+        await runWrk(`${size.server.url}${BASE}`, size.listScript, WARMUP);
+        const list = checked(size.tasks, await runWrk(`${size.server.url}${BASE}`, size.listScript, LOAD));
+        const getP99s = size.gets.map((run) => run.p99Ms);
+        log(
+          `${size.tasks.toLocaleString('en-US')} tasks: GET p99 ${getP99s.map((p99) => p99.toFixed(2)).join(', ')} ms (median ${get.p99Ms.toFixed(2)}; ` +
+            `1 connection: p99 ${getAlone.p99Ms.toFixed(2)} ms), list p99 ${list.p99Ms.toFixed(2)} ms`,
+        );
+        results.scale.push({ tasks: size.tasks, seedSeconds: size.seedSeconds, get, getP99s, getAlone, list, rssMb: memoryOf(size.server.pid).rssMb });
+      }
     } finally {
-      await stop(scaleServer.child);
+      for (const server of servers) await stop(server.child);
     }
   }
 
@@ -447,6 +498,7 @@ try {
 } finally {
   if (mainServer) await stop(mainServer.child);
   if (ceiling) await stop(ceiling.child);
+  if (floor) await stop(floor.child);
   rmSync(work, { recursive: true, force: true });
 }
 

@@ -1,0 +1,154 @@
+/**
+ * The floor of the HTTP benchmark: the least a correct server must do for a
+ * task query and for a submission on this service's stack (Hono on
+ * @hono/node-server, better-sqlite3), in its own process like the server, on
+ * its own copy of the benchmark's store (argv[2]). Where the ceiling answers
+ * fixed bytes, the floor does the work no implementation can skip, and
+ * nothing else: no correlation id, security headers, metrics, log line, rate
+ * limit, scope check or idempotency, and a key, once found, kept for good.
+ *
+ * - GET  …/generations/:id  the key's SHA-256, the task's row by account and
+ *   id (raw arrays, a prepared statement, the turn's read transaction of the
+ *   server's group commit), the output URL signed, the task's JSON; 404
+ *   without one.
+ * - POST …/generations      the key, the JSON body parsed and validated
+ *   against the spec's schema (the server's compiled validator), then one
+ *   savepoint in the server's group commit (store/sqlite/group-commit.ts):
+ *   the task, the account's balance lowered, the charge in the ledger, the
+ *   generate job; 202 once committed.
+ *
+ * So a target the floor misses in the same run is out of reach of any
+ * server doing the contract's work here, however lean (BENCHMARKS.md).
+ */
+import Database from 'better-sqlite3';
+import { createHmac } from 'node:crypto';
+import { serve } from '@hono/node-server';
+import { Hono } from 'hono';
+import { DEFAULT_PRICES, priceOf } from '../../src/domain/catalog.js';
+import { newRequestId } from '../../src/domain/ids.js';
+import { hashApiKey } from '../../src/domain/keys.js';
+import { bodyValidator } from '../../src/http/spec.js';
+import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
+
+const BASE = '/api/open/v1/video/generations';
+const DEADLINE_MS = 60 * 60 * 1000;
+
+const db = new Database(process.argv[2]!);
+db.pragma('journal_mode = WAL');
+db.pragma('synchronous = NORMAL');
+db.pragma('foreign_keys = ON');
+db.pragma('busy_timeout = 5000');
+db.pragma('temp_store = MEMORY');
+const group = new GroupCommit(db);
+const sql = {
+  key: db.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
+  task: db
+    .prepare(
+      `SELECT id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, credits_charged, credits_refunded,
+              output_key, output_expires_at, created_at, updated_at, completed_at
+       FROM tasks WHERE account_id = ? AND id = ?`,
+    )
+    .raw(true),
+  insertTask: db.prepare(
+    `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url,
+                        credits_charged, created_at, updated_at, deadline_at)
+     VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, 'text_to_video', ?, ?, ?, ?, ?, ?, ?)`,
+  ),
+  lowerBalance: db.prepare('UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance >= ?'),
+  charge: db.prepare(`INSERT INTO ledger_entries (account_id, kind, amount, task_id, created_at) VALUES (?, 'charge', ?, ?, ?)`),
+  job: db.prepare(
+    `INSERT INTO jobs (task_id, kind, provider, state, max_attempts, run_at, created_at, updated_at) VALUES (?, 'generate', 'instant', 'available', 3, ?, ?, ?)`,
+  ),
+};
+const validateSubmission = bodyValidator<{ model: 'vidgen-2.0-fast'; prompt: string; duration?: number; resolution?: '480p'; aspectRatio?: string; mediaUrls?: string[]; metadata?: unknown; webhookUrl?: string }>(
+  'submitGeneration',
+);
+
+/** The columns `sql.task` reads, in order. */
+type TaskRow = [
+  id: string, status: string, model: string, prompt: string, duration: number, aspectRatio: string, resolution: string, mode: string,
+  mediaUrls: string, metadata: string | null, creditsCharged: number, creditsRefunded: number,
+  outputKey: string | null, outputExpiresAt: number | null, createdAt: number, updatedAt: number, completedAt: number | null,
+];
+
+const accounts = new Map<string, string>();
+function accountOf(authorization: string | undefined): string | undefined {
+  if (!authorization?.startsWith('Bearer ')) return undefined;
+  const hash = hashApiKey(authorization.slice(7));
+  let account = accounts.get(hash);
+  if (account === undefined) {
+    account = sql.key.get(hash) as string | undefined;
+    if (account !== undefined) accounts.set(hash, account);
+  }
+  return account;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const signed = (key: string, expiresMs: number) => {
+  const expires = String(Math.floor(expiresMs / 1000));
+  return `http://127.0.0.1/files/${key}?expires=${expires}&sig=${createHmac('sha256', 'floor').update(`${key}:${expires}`).digest('base64url')}`;
+};
+
+const app = new Hono();
+app.get(`${BASE}/:id`, async (c) => {
+  const account = accountOf(c.req.header('authorization'));
+  if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
+  const t = await group.read(() => sql.task.get(account, c.req.param('id')) as TaskRow | undefined);
+  if (!t) return c.json({ success: false, error: { code: 'not_found' } }, 404);
+  return c.json({
+    success: true,
+    requestId: t[0],
+    model: t[2],
+    prompt: t[3],
+    duration: t[4],
+    aspectRatio: t[5],
+    resolution: t[6],
+    mode: t[7],
+    mediaUrls: JSON.parse(t[8]),
+    metadata: t[9] === null ? null : JSON.parse(t[9]),
+    creditsCharged: t[10],
+    creditsRefunded: t[11],
+    createdAt: iso(t[14]),
+    updatedAt: iso(t[15]),
+    status: t[1],
+    output: t[12] === null || t[13] === null ? null : { type: 'video', url: signed(t[12], t[13]), expiresAt: iso(t[13]) },
+    error: null,
+    completedAt: iso(t[16]),
+  });
+});
+app.post(BASE, async (c) => {
+  const account = accountOf(c.req.header('authorization'));
+  if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
+  let body: unknown;
+  try {
+    body = JSON.parse(await c.req.text());
+  } catch {
+    return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
+  }
+  const checked = validateSubmission(body);
+  if (!checked.ok) return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
+  const r = checked.value;
+  const now = Date.now();
+  const id = newRequestId(new Date(now));
+  const resolution = r.resolution ?? '480p';
+  const duration = r.duration ?? 5;
+  const price = priceOf(DEFAULT_PRICES, r.model, resolution, duration);
+  const charged = await group.write(() => {
+    if (sql.lowerBalance.run(price, account, price).changes !== 1) return false;
+    sql.insertTask.run(id, account, r.model, r.prompt, duration, r.aspectRatio ?? '16:9', resolution, JSON.stringify(r.mediaUrls ?? []), r.metadata === undefined ? null : JSON.stringify(r.metadata), r.webhookUrl ?? null, price, now, now, now + DEADLINE_MS);
+    sql.charge.run(account, -price, id, now);
+    sql.job.run(id, now, now, now);
+    return true;
+  });
+  if (!charged) return c.json({ success: false, error: { code: 'insufficient_credits' } }, 402);
+  return c.json({ success: true, requestId: id, status: 'queued', creditsCharged: price }, 202);
+});
+
+serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => {
+  process.stdout.write(`floor: listening on http://127.0.0.1:${info.port}\n`);
+});
+process.on('SIGTERM', () => {
+  group.flush();
+  db.close();
+  process.exit(0);
+});
