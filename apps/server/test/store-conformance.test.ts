@@ -271,6 +271,18 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver' });
     });
 
+    it('keeps a redelivery made while the delivery job runs: that run finishing does not undo it', async () => {
+      const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+      await store().cancelTask({ accountId: 'acc_1', id, now });
+      const delivery = (await store().getDeliveryForTask(id))!;
+      const running = (await claim(['webhooks']))!;
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, attempt: { attemptedAt: later(1), statusCode: 410, error: null, durationMs: 5 }, status: 'failed', nextAttemptAt: null });
+      // The operator redelivers before the run has marked its job done.
+      await store().redeliver({ deliveryId: delivery.id, now: later(2) });
+      await queue().complete(running.id, new Date());
+      expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver' });
+    });
+
     it("answers a terminal task's query with every later change: attempts, a redelivery, the swept output, never another account", async () => {
       const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
       await store().startTask({ id, now });
@@ -337,13 +349,29 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       // Extended for twice the lease: nobody else gets it meanwhile.
       const until = Date.now() + 2 * LEASE_MS;
       while (Date.now() < until) {
-        expect(await queue().extendLease({ jobId: held.id, workerId: 'worker_test', leaseUntil: new Date(Date.now() + LEASE_MS) })).toBe(true);
+        expect(await queue().extendLease({ jobId: held.id, workerId: 'worker_test', now: new Date(), leaseMs: LEASE_MS })).toBe(true);
         expect(await claim(['local'], new Date())).toBeUndefined();
         await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 4));
       }
       // Then its worker "dies": the job comes back, as a further attempt.
       const again = await eventually(() => claim(['local'], new Date()));
       expect(again).toMatchObject({ taskId: id, attempts: 2 });
+    });
+
+    it('lets only the claim holding a job finish it, not one whose lease ran out and was claimed again', async () => {
+      await submit(10);
+      const stale = (await claim(['local']))!;
+      const current = await eventually(() => claim(['local'], new Date()));
+      expect(current.id).not.toBe(stale.id);
+      await queue().complete(stale.id, new Date());
+      await queue().retry({ jobId: stale.id, runAt: new Date(), error: 'stale', now: new Date() });
+      await queue().bury({ jobId: stale.id, error: 'stale', now: new Date() });
+      await queue().release({ jobId: stale.id, workerId: 'worker_test', now: new Date() });
+      expect(await queue().extendLease({ jobId: stale.id, workerId: 'worker_test', now: new Date(), leaseMs: LEASE_MS })).toBe(false);
+      expect(await queue().countJobs()).toMatchObject({ leased: 1, available: 0, done: 0, dead: 0 });
+      expect(await queue().extendLease({ jobId: current.id, workerId: 'worker_test', now: new Date(), leaseMs: 60_000 })).toBe(true);
+      await queue().complete(current.id, new Date());
+      expect(await queue().countJobs()).toMatchObject({ leased: 0, available: 0, done: 1, dead: 0 });
     });
   });
 
@@ -357,7 +385,7 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
         await first.close();
         const second = new SqliteStore(path);
         expect((await second.getAccount('acc_1'))?.balance).toBe(5);
-        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(4);
+        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(5);
         expect(second.db.pragma('journal_mode', { simple: true })).toBe('wal');
         // Savepoint journals in memory, not a temporary file written page by page (2: MEMORY).
         expect(second.db.pragma('temp_store', { simple: true })).toBe(2);
@@ -379,6 +407,16 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
   }
 
   if (name === 'PostgreSQL') {
+    it("extends a lease for its whole length whatever the caller's clock says (pg-boss expires on the database's)", async () => {
+      await submit(10);
+      const held = (await claim(['local']))!;
+      // A caller whose clock is far behind the database's (the tests' manual clock is).
+      expect(await queue().extendLease({ jobId: held.id, workerId: 'worker_test', now: new Date(0), leaseMs: 60_000 })).toBe(true);
+      const pastFirstLease = Date.now() + 2 * LEASE_MS;
+      while (Date.now() < pastFirstLease) await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 4));
+      expect(await claim(['local'], new Date())).toBeUndefined();
+    });
+
     it('a submit with a key another transaction holds waits for its commit, then replays its answer', async () => {
       const pg = kit.backend.store as PgStore;
       let holding!: () => void;

@@ -124,9 +124,10 @@ export class PgBossQueue implements JobQueue, PgJobs {
     return undefined;
   }
 
-  async extendLease(input: { jobId: string; workerId: string; leaseUntil: Date }): Promise<boolean> {
+  async extendLease(input: { jobId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean> {
     const { lane, id, claim } = parseJobId(input.jobId);
-    const seconds = Math.max(1, (input.leaseUntil.getTime() - Date.now()) / 1000);
+    // pg-boss expires on the database's clock: the lease is a duration from its now().
+    const seconds = Math.max(1, input.leaseMs / 1000);
     const result = await this.options.transaction((client) =>
       client.query(
         `UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)

@@ -22,8 +22,11 @@ export interface Job {
 export interface JobQueue {
   /** The next available job of one of `providers` (or one whose lease ran out), leased to `workerId`. */
   claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined>;
-  /** Keeps a running job's lease; false when the job is no longer this worker's. */
-  extendLease(input: { jobId: string; workerId: string; leaseUntil: Date }): Promise<boolean>;
+  /**
+   * Keeps a running job's lease for `leaseMs` from `now`; false when the job is no longer this claim's.
+   * A duration, not an instant: a queue on the database's clock (pg-boss) cannot mix it with the caller's.
+   */
+  extendLease(input: { jobId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean>;
   complete(jobId: string, now: Date): Promise<void>;
   /** Makes the job available again at `runAt` (backoff after an unexpected error). */
   retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void>;

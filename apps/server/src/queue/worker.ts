@@ -265,7 +265,7 @@ export function createWorker(options: WorkerOptions): Worker {
     const remaining = (task.deadlineAt?.getTime() ?? Infinity) - clock.now().getTime();
     const cancelDeadline = Number.isFinite(remaining) ? clock.setTimeout(() => abort('timeout'), Math.max(0, remaining)) : () => {};
     const heartbeat = setInterval(() => {
-      queue.extendLease({ jobId: job.id, workerId, leaseUntil: new Date(clock.now().getTime() + options.leaseMs) }).then(
+      queue.extendLease({ jobId: job.id, workerId, now: clock.now(), leaseMs: options.leaseMs }).then(
         (kept) => kept || log.warn('lease lost: another worker may have the job'),
         (error: unknown) => log.warn({ err: error }, 'could not extend the lease'),
       );

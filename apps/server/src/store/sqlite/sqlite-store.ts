@@ -39,7 +39,8 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
 const ms = (date: Date | null | undefined) => (date ? date.getTime() : null);
 
-const toJob = (row: Row): Job => ({ id: String(row.id), taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
+/** A job's id names its claim too (`<row id>.<claim>`): only the claim that holds a job can finish it. */
+const toJob = (row: Row): Job => ({ id: `${row.id}.${row.claims}`, taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
 
 const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry } = rowMappers({ date: (value) => (value === null || value === undefined ? null : new Date(value as number)), json: (value) => JSON.parse(value as string) });
 
@@ -458,24 +459,26 @@ export class SqliteStore implements Store, JobQueue {
     });
   }
 
-  extendLease(input: { jobId: string; workerId: string; leaseUntil: Date }): Promise<boolean> {
-    return this.group.write(() => this.sql.extendLease.run({ id: Number(input.jobId), worker: input.workerId, lease_until: ms(input.leaseUntil) }).changes === 1);
+  extendLease(input: { jobId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean> {
+    return this.group.write(
+      () => this.sql.extendLease.run({ ...claimOf(input.jobId), worker: input.workerId, lease_until: input.now.getTime() + input.leaseMs }).changes === 1,
+    );
   }
 
   complete(jobId: string, now: Date): Promise<void> {
-    return this.group.write(() => void this.sql.finishJob.run({ id: Number(jobId), state: 'done', error: null, now: ms(now) }));
+    return this.group.write(() => void this.sql.finishJob.run({ ...claimOf(jobId), state: 'done', error: null, now: ms(now) }));
   }
 
   retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
-    return this.group.write(() => void this.sql.retryJob.run({ id: Number(input.jobId), run_at: ms(input.runAt), error: input.error, now: ms(input.now) }));
+    return this.group.write(() => void this.sql.retryJob.run({ ...claimOf(input.jobId), run_at: ms(input.runAt), error: input.error, now: ms(input.now) }));
   }
 
   release(input: { jobId: string; workerId: string; now: Date }): Promise<void> {
-    return this.group.write(() => void this.sql.releaseJob.run({ id: Number(input.jobId), worker: input.workerId, now: ms(input.now) }));
+    return this.group.write(() => void this.sql.releaseJob.run({ ...claimOf(input.jobId), worker: input.workerId, now: ms(input.now) }));
   }
 
   bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
-    return this.group.write(() => void this.sql.finishJob.run({ id: Number(input.jobId), state: 'dead', error: input.error, now: ms(input.now) }));
+    return this.group.write(() => void this.sql.finishJob.run({ ...claimOf(input.jobId), state: 'dead', error: input.error, now: ms(input.now) }));
   }
 
   countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>> {
@@ -493,6 +496,12 @@ export class SqliteStore implements Store, JobQueue {
       return counts;
     });
   }
+}
+
+/** The row and the claim a job id names (toJob); a malformed id names no claim (NaN matches no row). */
+function claimOf(jobId: string): { id: number; claim: number } {
+  const dot = jobId.indexOf('.');
+  return { id: Number(jobId.slice(0, dot)), claim: Number(jobId.slice(dot + 1)) };
 }
 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
@@ -571,7 +580,7 @@ function prepareStatements(db: Database.Database) {
     clearOutputKey: db.prepare('UPDATE tasks SET output_key = NULL WHERE id = ?'),
     // One statement: picking and leasing cannot interleave with another claimer.
     claimJob: db.prepare(
-      `UPDATE jobs SET state = 'leased', leased_by = @worker, lease_until = @lease_until, attempts = attempts + 1, updated_at = @now
+      `UPDATE jobs SET state = 'leased', leased_by = @worker, lease_until = @lease_until, attempts = attempts + 1, claims = claims + 1, updated_at = @now
        WHERE id = (SELECT id FROM jobs INDEXED BY jobs_claimable_by_provider
                    -- The first term is implied by the second, and lets SQLite use the partial index
                    -- jobs_claimable_by_provider: without it every claim scanned every job ever run.
@@ -583,14 +592,19 @@ function prepareStatements(db: Database.Database) {
                    ORDER BY run_at, id LIMIT 1)
        RETURNING *`,
     ),
-    extendLease: db.prepare(`UPDATE jobs SET lease_until = @lease_until WHERE id = @id AND state = 'leased' AND leased_by = @worker`),
-    finishJob: db.prepare(`UPDATE jobs SET state = @state, last_error = @error, lease_until = NULL, updated_at = @now WHERE id = @id`),
+    // Each of these is done only by the claim holding the job (toJob): not by one whose lease ran out and
+    // was claimed again, nor on a job reset by a redelivery.
+    extendLease: db.prepare(`UPDATE jobs SET lease_until = @lease_until WHERE id = @id AND state = 'leased' AND claims = @claim AND leased_by = @worker`),
+    finishJob: db.prepare(
+      `UPDATE jobs SET state = @state, last_error = @error, lease_until = NULL, updated_at = @now WHERE id = @id AND state = 'leased' AND claims = @claim`,
+    ),
     retryJob: db.prepare(
-      `UPDATE jobs SET state = 'available', run_at = @run_at, last_error = @error, lease_until = NULL, leased_by = NULL, updated_at = @now WHERE id = @id`,
+      `UPDATE jobs SET state = 'available', run_at = @run_at, last_error = @error, lease_until = NULL, leased_by = NULL, updated_at = @now
+       WHERE id = @id AND state = 'leased' AND claims = @claim`,
     ),
     releaseJob: db.prepare(
       `UPDATE jobs SET state = 'available', run_at = @now, attempts = attempts - 1, lease_until = NULL, leased_by = NULL, updated_at = @now
-       WHERE id = @id AND state = 'leased' AND leased_by = @worker`,
+       WHERE id = @id AND state = 'leased' AND claims = @claim AND leased_by = @worker`,
     ),
     countJobs: db.prepare('SELECT state, count(*) AS count FROM jobs GROUP BY state'),
     insertDelivery: db.prepare(
