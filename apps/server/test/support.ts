@@ -106,14 +106,15 @@ export const validSubmit = (patch: Record<string, unknown> = {}) => ({ model: 'v
 
 /**
  * Yields to the event loop until the condition holds: no timers, so it never
- * sleeps to synchronise. Real-time waits (a receiver's timeout) need many yields.
+ * sleeps to synchronise. Gives up after `timeoutMs` of real time (under the
+ * tests' 30 s), however many turns that took on a loaded machine.
  */
-export async function until(condition: () => boolean | Promise<boolean>, maxYields = 500_000): Promise<void> {
-  for (let i = 0; i < maxYields; i++) {
-    if (await condition()) return;
+export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition never held within ${timeoutMs} ms`);
     await new Promise((resolve) => setImmediate(resolve));
   }
-  throw new Error('condition never held');
 }
 
 /**
