@@ -617,8 +617,8 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
     });
   });
   describe.skipIf(skip)("the worker's bookkeeping under slow parts", () => {
-    /** The queue with one method held at its first call until `release`. */
-    const holding = (method: 'claim' | 'complete') => {
+    /** The queue with one method held at its first call (or every call) until `held` opens. */
+    const holding = (method: 'claim' | 'complete', held_calls: 'first' | 'every' = 'first') => {
       const held = gate();
       let calls = 0;
       return {
@@ -629,7 +629,7 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
         wrap: (queue: JobQueue): JobQueue =>
           Object.assign(Object.create(queue) as JobQueue, {
             [method]: async (...args: unknown[]) => {
-              if (++calls === 1) await held.wait;
+              if (++calls === 1 || held_calls === 'every') await held.wait;
               return (queue[method] as (...a: unknown[]) => Promise<unknown>).apply(queue, args);
             },
           }),
@@ -637,11 +637,12 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
     };
 
     it('stopping while a slow queue is still answering a claim waits for the job that claim started', async () => {
-      const claim = holding('claim');
+      // Every lane's claim is held: the one that returns the job among them.
+      const claim = holding('claim', 'every');
       const p = await pipeline(testProvider(writesVideo()), { queue: claim.wrap });
       const id = await submitted(p);
       p.worker.start();
-      await until(() => claim.calls === 1);
+      await until(() => claim.calls >= 1);
       const stopped = p.worker.stop();
       claim.held.open();
       await stopped;

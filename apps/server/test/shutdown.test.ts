@@ -127,7 +127,7 @@ describe.each(backendKinds)('shutdown on $name', ({ skip, open }) => {
       expect(await status(id)).toBe('processing');
 
       // Claimable again at once, still its first attempt.
-      const claimed = await backend.queue.claim({ workerId: 'inspector', now: h.clock.now(), leaseMs: 60_000, providers: ['local'] });
+      const [claimed] = await backend.queue.claim({ workerId: 'inspector', now: h.clock.now(), leaseMs: 60_000, provider: 'local', limit: 1 });
       expect(claimed).toMatchObject({ taskId: id, kind: 'generate', attempts: 1 });
       await backend.queue.release({ jobId: claimed!.id, workerId: 'inspector', now: h.clock.now() });
 
@@ -176,7 +176,7 @@ describe.each(backendKinds)('shutdown on $name', ({ skip, open }) => {
       await stopped;
       expect(renders).toBe(0);
       expect(await status(id)).toBe('processing');
-      const claimed = await backend.queue.claim({ workerId: 'inspector', now: h.clock.now(), leaseMs: 60_000, providers: ['local'] });
+      const [claimed] = await backend.queue.claim({ workerId: 'inspector', now: h.clock.now(), leaseMs: 60_000, provider: 'local', limit: 1 });
       expect(claimed).toMatchObject({ taskId: id, kind: 'generate', attempts: 1 });
     });
 

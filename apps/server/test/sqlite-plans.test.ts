@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
 describe('SQLite query plans', () => {
-  it('claims a job through its partial index, with or without ANALYZE statistics, and takes the oldest due one', async () => {
+  it('claims jobs through the partial index, with or without ANALYZE statistics, the oldest due ones of the lane first', async () => {
     const store = new SqliteStore(':memory:');
     const db = store.db;
     db.exec(`INSERT INTO accounts (id, name, balance, webhook_secret, created_at) VALUES ('acc', 'a', 0, 'whsec_x', 0)`);
@@ -22,18 +22,20 @@ describe('SQLite query plans', () => {
         job.run(`t${i}`, i % 2 ? 'generate' : 'deliver', i % 2 ? 'instant' : 'webhooks', i < 100 ? 'done' : 'available', 10_000 - i);
       }
     })();
-    const claimSql = (store as unknown as { sql: { claimJob: { source: string } } }).sql.claimJob.source;
+    const claimSql = (store as unknown as { sql: { claimJobs: { source: string } } }).sql.claimJobs.source;
     const plan = () =>
-      (db.prepare(`EXPLAIN QUERY PLAN ${claimSql}`).all({ worker: 'w', now: 1e9, lease_until: 2e9, providers: '["instant","webhooks"]' }) as { detail: string }[]).map((row) => row.detail);
+      (db.prepare(`EXPLAIN QUERY PLAN ${claimSql}`).all({ worker: 'w', now: 1e9, lease_until: 2e9, provider: 'instant', limit: 2 }) as { detail: string }[]).map((row) => row.detail);
 
     expect(plan()).toContain('SEARCH jobs USING INDEX jobs_claimable_by_provider (provider=? AND state=?)');
     db.exec('ANALYZE');
     expect(plan()).toContain('SEARCH jobs USING INDEX jobs_claimable_by_provider (provider=? AND state=?)');
     expect(plan()).not.toContain('SCAN jobs');
 
-    // The oldest due job of the providers asked for: t1999 has the smallest run_at of the available ones.
-    expect(await store.claim({ workerId: 'w', now: new Date(1e9), leaseMs: 1000, providers: ['instant', 'webhooks'] })).toMatchObject({ taskId: 't1999' });
-    expect(await store.claim({ workerId: 'w', now: new Date(1e9), leaseMs: 1000, providers: ['instant'] })).toMatchObject({ taskId: 't1997' });
+    // The oldest due jobs of the lane asked for (the smallest run_at of the available ones), oldest first.
+    const claim = async (provider: string, limit: number) => (await store.claim({ workerId: 'w', now: new Date(1e9), leaseMs: 1000, provider, limit })).map((job) => job.taskId);
+    expect(await claim('instant', 2)).toEqual(['t1999', 't1997']);
+    expect(await claim('webhooks', 1)).toEqual(['t1998']);
+    expect(await claim('instant', 3)).toEqual(['t1995', 't1993', 't1991']);
     await store.close();
   });
 });

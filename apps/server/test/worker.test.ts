@@ -117,6 +117,43 @@ describe('the worker', () => {
     expect(readdirSync(join(p.dir, 'work'))).toEqual([]);
   });
 
+  it('claims as many jobs as a lane has free slots in one claim, and sweeps deadlines only when its poll timer fires', async () => {
+    const p = pipeline(scriptedProvider(rendersUntilAborted));
+    const { key } = await p.account(1000);
+    for (let i = 0; i < 5; i++) await submit(p, key);
+    const claims: { provider: string; limit: number; got: number }[] = [];
+    let sweeps = 0;
+    const store = new Proxy(p.store, {
+      get(target, name) {
+        if (name === 'claim')
+          return async (input: Parameters<typeof target.claim>[0]) => {
+            const jobs = await target.claim(input);
+            claims.push({ provider: input.provider, limit: input.limit, got: jobs.length });
+            return jobs;
+          };
+        if (name === 'expireOverdueTasks') sweeps += 1;
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const worker = p.newWorker(scriptedProvider(rendersUntilAborted), { store, queue: store, concurrency: { local: 4 } });
+    cleanups.unshift(() => worker.stop({ graceMs: 0 }));
+    worker.start();
+    await until(() => worker.running === 4);
+    expect(claims).toEqual([{ provider: 'local', limit: 4, got: 4 }]);
+    expect(sweeps).toBe(1);
+
+    // Woken by work with every slot taken: neither a claim nor a sweep.
+    worker.wake();
+    // The pump it starts has nothing to wait for (no lane to claim for): it is over by the next turn.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(claims).toHaveLength(1);
+    expect(sweeps).toBe(1);
+    // The poll timer sweeps.
+    p.clock.advance(1000);
+    await until(() => sweeps === 2);
+  });
+
   it('hands the provider the fetched references in order', async () => {
     const provider = scriptedProvider(writesVideo);
     const p = pipeline(provider);
@@ -243,7 +280,7 @@ describe('the worker', () => {
     const { key, accountId } = await p.account(100);
     const id = await submit(p, key);
     // A worker claims and starts the task, then dies: no heartbeat, no completion.
-    const claimed = await p.store.claim({ workerId: 'worker_dead', now: p.clock.now(), leaseMs: 60_000, providers: ['local'] });
+    const [claimed] = await p.store.claim({ workerId: 'worker_dead', now: p.clock.now(), leaseMs: 60_000, provider: 'local', limit: 1 });
     await p.store.startTask({ id: claimed!.taskId, now: p.clock.now() });
     p.worker.start();
     await p.worker.idle();
@@ -259,7 +296,7 @@ describe('the worker', () => {
     const { key, accountId } = await p.account(100);
     const id = await submit(p, key);
     for (let i = 0; i < 3; i++) {
-      await p.store.claim({ workerId: `worker_dead_${i}`, now: p.clock.now(), leaseMs: 1000, providers: ['local'] });
+      await p.store.claim({ workerId: `worker_dead_${i}`, now: p.clock.now(), leaseMs: 1000, provider: 'local', limit: 1 });
       p.clock.advance(1000);
     }
     p.worker.start();

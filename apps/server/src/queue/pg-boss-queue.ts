@@ -107,21 +107,18 @@ export class PgBossQueue implements JobQueue, PgJobs {
     await client.query('SELECT pg_notify($1, $2)', [JOBS_CHANNEL, job.provider]);
   }
 
-  async claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined> {
-    for (const provider of input.providers) {
-      const [job] = await this.boss.fetch<JobData>(laneOf(provider), { batchSize: 1, includeMetadata: true });
-      if (!job) continue;
-      return {
-        id: jobId(provider, job.id, job.retryCount),
-        taskId: job.data.taskId,
-        kind: job.data.kind,
-        provider,
-        // Claims after a lost lease count as attempts too.
-        attempts: job.data.attempt + job.retryCount,
-        maxAttempts: job.data.maxAttempts,
-      };
-    }
-    return undefined;
+  async claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
+    const { provider } = input;
+    const jobs = await this.boss.fetch<JobData>(laneOf(provider), { batchSize: input.limit, includeMetadata: true });
+    return jobs.map((job) => ({
+      id: jobId(provider, job.id, job.retryCount),
+      taskId: job.data.taskId,
+      kind: job.data.kind,
+      provider,
+      // Claims after a lost lease count as attempts too.
+      attempts: job.data.attempt + job.retryCount,
+      maxAttempts: job.data.maxAttempts,
+    }));
   }
 
   async extendLease(input: { jobId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean> {

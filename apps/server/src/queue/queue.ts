@@ -20,8 +20,8 @@ export interface Job {
 }
 
 export interface JobQueue {
-  /** The next available job of one of `providers` (or one whose lease ran out), leased to `workerId`. */
-  claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined>;
+  /** Up to `limit` due jobs of the `provider` lane (or jobs whose lease ran out), oldest first, each leased to `workerId`. */
+  claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]>;
   /**
    * Keeps a running job's lease for `leaseMs` from `now`; false when the job is no longer this claim's.
    * A duration, not an instant: a queue on the database's clock (pg-boss) cannot mix it with the caller's.

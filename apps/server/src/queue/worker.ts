@@ -80,9 +80,14 @@ export function createWorker(options: WorkerOptions): Worker {
   /** Set once the shutdown bound has passed: a job claimed before it but not yet rendering is handed back too. */
   let handingBack = false;
   const busy = new Map<string, number>();
-  /** Providers with a free slot. */
-  const open = () => Object.entries(options.concurrency).filter(([name, limit]) => (busy.get(name) ?? 0) < limit).map(([name]) => name);
+  /** Each provider with a free slot, and how many it has. */
+  const free = () =>
+    Object.entries(options.concurrency)
+      .map(([provider, limit]) => ({ provider, slots: limit - (busy.get(provider) ?? 0) }))
+      .filter(({ slots }) => slots > 0);
   let started = false;
+  /** The poll timer asked for a sweep (deadlines, expired outputs); pumps woken by work skip it. */
+  let sweepDue = true;
   let stopping = false;
   let pumping = false;
   let pumpAgain = false;
@@ -98,7 +103,12 @@ export function createWorker(options: WorkerOptions): Worker {
     waiters.forEach((resolve) => resolve());
   };
 
-  /** Claims jobs while there is room and work; re-runs if woken meanwhile. */
+  /**
+   * Claims jobs while there is room and work; re-runs if woken meanwhile. Every lane with free
+   * slots claims as many jobs as it has slots in one go: a claim is a write (one commit on
+   * SQLite, one query on PostgreSQL), and a job at a time had bounded the worker at one claim per
+   * commit.
+   */
   async function pump(): Promise<void> {
     if (pumping) {
       pumpAgain = true;
@@ -110,21 +120,18 @@ export function createWorker(options: WorkerOptions): Worker {
     try {
       do {
         pumpAgain = false;
-        await sweep();
-        for (let providers = open(); !stopping && providers.length > 0; providers = open()) {
-          const job = await queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, providers });
-          if (!job) break;
-          busy.set(job.provider, (busy.get(job.provider) ?? 0) + 1);
-          // A store or queue failure inside a job (a database blip) is logged; the job's lease brings it back.
-          const run = runJob(job)
-            .catch((error: unknown) => logger.error({ err: error, taskId: job.taskId, jobId: job.id }, 'job stopped by an error outside its own handling'))
-            .finally(() => {
-              busy.set(job.provider, (busy.get(job.provider) ?? 1) - 1);
-              inFlight.delete(job.id);
-              settleIdle();
-              if (!stopping) void pump();
-            });
-          inFlight.set(job.id, run);
+        if (sweepDue) {
+          sweepDue = false;
+          await sweep();
+        }
+        const lanes = stopping ? [] : free();
+        const claims = await Promise.allSettled(
+          lanes.map(({ provider, slots }) => queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, provider, limit: slots })),
+        );
+        // Jobs claimed are started even when stopping began meanwhile: stop() waits for them.
+        for (const claim of claims) {
+          if (claim.status === 'rejected') logger.error({ err: claim.reason }, 'worker: claiming failed');
+          else claim.value.forEach(start);
         }
       } while (pumpAgain && !stopping);
     } catch (error) {
@@ -133,6 +140,20 @@ export function createWorker(options: WorkerOptions): Worker {
       pumping = false;
       finished();
     }
+  }
+
+  function start(job: Job): void {
+    busy.set(job.provider, (busy.get(job.provider) ?? 0) + 1);
+    // A store or queue failure inside a job (a database blip) is logged; the job's lease brings it back.
+    const run = runJob(job)
+      .catch((error: unknown) => logger.error({ err: error, taskId: job.taskId, jobId: job.id }, 'job stopped by an error outside its own handling'))
+      .finally(() => {
+        busy.set(job.provider, (busy.get(job.provider) ?? 1) - 1);
+        inFlight.delete(job.id);
+        settleIdle();
+        if (!stopping) void pump();
+      });
+    inFlight.set(job.id, run);
   }
 
   /** Deadlines (D7) and expired output files (D13). A failure is logged and tried again at the next poll: claiming goes on. */
@@ -160,6 +181,7 @@ export function createWorker(options: WorkerOptions): Worker {
     cancelTimer?.();
     if (stopping) return;
     cancelTimer = clock.setTimeout(() => {
+      sweepDue = true;
       void pump().finally(schedule);
     }, options.pollMs);
   }

@@ -446,16 +446,18 @@ export class SqliteStore implements Store, JobQueue {
 
   // --- JobQueue -------------------------------------------------------------
 
-  claim(input: { workerId: string; now: Date; leaseMs: number; providers: string[] }): Promise<Job | undefined> {
-    if (input.providers.length === 0) return Promise.resolve(undefined);
+  claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
+    if (input.limit < 1) return Promise.resolve([]);
     return this.group.write(() => {
-      const row = this.sql.claimJob.get({
+      const rows = this.sql.claimJobs.all({
         worker: input.workerId,
         now: ms(input.now),
         lease_until: input.now.getTime() + input.leaseMs,
-        providers: JSON.stringify(input.providers),
-      }) as Row | undefined;
-      return row && toJob(row);
+        provider: input.provider,
+        limit: input.limit,
+      }) as Row[];
+      // RETURNING gives no order: oldest first, as picked.
+      return rows.sort((a, b) => a.run_at - b.run_at || a.id - b.id).map(toJob);
     });
   }
 
@@ -579,17 +581,17 @@ function prepareStatements(db: Database.Database) {
     ),
     clearOutputKey: db.prepare('UPDATE tasks SET output_key = NULL WHERE id = ?'),
     // One statement: picking and leasing cannot interleave with another claimer.
-    claimJob: db.prepare(
+    claimJobs: db.prepare(
       `UPDATE jobs SET state = 'leased', leased_by = @worker, lease_until = @lease_until, attempts = attempts + 1, claims = claims + 1, updated_at = @now
-       WHERE id = (SELECT id FROM jobs INDEXED BY jobs_claimable_by_provider
+       WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claimable_by_provider
                    -- The first term is implied by the second, and lets SQLite use the partial index
                    -- jobs_claimable_by_provider: without it every claim scanned every job ever run.
                    -- INDEXED BY: with ANALYZE statistics (PRAGMA optimize) the planner chose to scan
                    -- every job instead, 5 ms a claim with 20,000 queued against 12 µs.
                    WHERE state IN ('available', 'leased')
                      AND ((state = 'available' AND run_at <= @now) OR (state = 'leased' AND lease_until <= @now))
-                     AND provider IN (SELECT value FROM json_each(@providers))
-                   ORDER BY run_at, id LIMIT 1)
+                     AND provider = @provider
+                   ORDER BY run_at, id LIMIT @limit)
        RETURNING *`,
     ),
     // Each of these is done only by the claim holding the job (toJob): not by one whose lease ran out and
