@@ -251,6 +251,77 @@ describe('the worker', () => {
     expect(existsSync(join(p.dir, 'outputs', `${id}.mp4`))).toBe(false);
   });
 
+  it("keeps the output of a task rendered twice after a lease ran out: the later render's discard does not delete it", async () => {
+    let finishFirst: (() => void) | undefined;
+    const p = pipeline(scriptedProvider(writesVideo));
+    const { key, accountId } = await p.account(100);
+    const id = await submit(p, key);
+    const first = p.newWorker(scriptedProvider((request) => new Promise((resolve) => (finishFirst = () => resolve(writesVideo(request))))));
+    cleanups.unshift(() => first.stop({ graceMs: 0 }));
+    first.start();
+    await until(() => finishFirst !== undefined);
+    // The first claim's lease runs out (its heartbeats are real-time, this clock is not): the job is claimed again.
+    p.clock.advance(60_000);
+    p.worker.start();
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    finishFirst!();
+    await first.idle();
+
+    const done = await task(p, key, id);
+    expect(done.status).toBe('succeeded');
+    const url = new URL(done.output.url);
+    const res = await p.request('GET', url.pathname + url.search);
+    expect(res.status).toBe(200);
+    expect(Buffer.from(await res.arrayBuffer())).toEqual(MP4_BYTES);
+    expect((await p.store.listLedger(accountId)).map((e) => e.kind)).toEqual(['grant', 'charge']);
+  });
+
+  it('stops a render whose lease another claim has taken, recording nothing for it', async () => {
+    const stopped = scriptedProvider(rendersUntilAborted);
+    const p = pipeline(scriptedProvider(writesVideo));
+    const { key, accountId } = await p.account(100);
+    const id = await submit(p, key);
+    // A short lease, so that the heartbeat (every lease/3 of real time) runs during the test.
+    const first = p.newWorker(stopped, { leaseMs: 150 });
+    cleanups.unshift(() => first.stop({ graceMs: 0 }));
+    first.start();
+    await until(() => stopped.requests.length === 1);
+    p.clock.advance(150);
+    p.worker.start();
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    // The first claim's next heartbeat finds the job no longer its own.
+    await until(() => stopped.requests[0]!.signal.aborted);
+    await first.idle();
+    expect(await task(p, key, id)).toMatchObject({ status: 'succeeded', error: null });
+    expect(await p.store.countJobs()).toMatchObject({ done: 1, leased: 0, available: 0 });
+    expect((await p.store.listLedger(accountId)).map((e) => e.kind)).toEqual(['grant', 'charge']);
+  });
+
+  it('removes a stored output the task was not recorded with (the completing write failed) before the job is retried', async () => {
+    const p = pipeline(scriptedProvider(writesVideo));
+    let failures = 0;
+    const store = new Proxy(p.store, {
+      get(target, name) {
+        if (name === 'completeTask' && failures++ === 0) return async () => Promise.reject(new Error('the database went away'));
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const worker = p.newWorker(scriptedProvider(writesVideo), { store, queue: store });
+    cleanups.unshift(() => worker.stop({ graceMs: 0 }));
+    const { key } = await p.account(100);
+    const id = await submit(p, key);
+    worker.start();
+    await until(() => failures >= 1);
+    await worker.idle();
+    expect((await task(p, key, id)).status).toBe('processing');
+    expect(readdirSync(join(p.dir, 'outputs'))).toEqual([]);
+    // The retry stores it again and completes the task with it.
+    p.clock.advance(1000);
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    expect(readdirSync(join(p.dir, 'outputs'))).toEqual([`${id}.mp4`]);
+  });
+
   it('fails a task that passes its deadline with timeout, refunded', async () => {
     const provider = scriptedProvider(rendersUntilAborted);
     const p = pipeline(provider);

@@ -274,8 +274,8 @@ export function createWorker(options: WorkerOptions): Worker {
     events.publish(task.id, task.status);
 
     const controller = new AbortController();
-    let abortReason: 'cancelled' | 'timeout' | 'shutdown' | undefined;
-    const abort = (reason: 'cancelled' | 'timeout' | 'shutdown') => {
+    let abortReason: 'cancelled' | 'timeout' | 'shutdown' | 'lease lost' | undefined;
+    const abort = (reason: 'cancelled' | 'timeout' | 'shutdown' | 'lease lost') => {
       abortReason ??= reason;
       controller.abort(reason);
     };
@@ -288,7 +288,8 @@ export function createWorker(options: WorkerOptions): Worker {
     const cancelDeadline = Number.isFinite(remaining) ? clock.setTimeout(() => abort('timeout'), Math.max(0, remaining)) : () => {};
     const heartbeat = setInterval(() => {
       queue.extendLease({ jobId: job.id, workerId, now: clock.now(), leaseMs: options.leaseMs }).then(
-        (kept) => kept || log.warn('lease lost: another worker may have the job'),
+        // Another claim has the job (this one's lease ran out while the database was out of reach, say): stop rendering it twice.
+        (kept) => kept || abort('lease lost'),
         (error: unknown) => log.warn({ err: error }, 'could not extend the lease'),
       );
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
@@ -309,6 +310,10 @@ export function createWorker(options: WorkerOptions): Worker {
 
       if (abortReason === 'cancelled') {
         log.info('render stopped: the task was cancelled');
+      } else if (abortReason === 'lease lost' && !result?.ok) {
+        // The job is another claim's now: nothing here is this claim's to record.
+        log.warn('render stopped: the lease ran out and another claim has the job');
+        return;
       } else if (abortReason === 'shutdown' && !result?.ok) {
         // The task stays processing; the next claim starts it again (startTask takes a processing task).
         await queue.release({ jobId: job.id, workerId, now });
@@ -324,7 +329,11 @@ export function createWorker(options: WorkerOptions): Worker {
         const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: await options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt });
         storedOutput = undefined;
         if (completed.kind === 'succeeded') events.publish(task.id, completed.task.status);
-        else {
+        else if (completed.status === 'succeeded') {
+          // Another claim of the job (this one's lease had run out) completed the task first. Outputs are
+          // stored under the task's key, so the file there is the task's output: kept.
+          log.info('task completed by another claim first: its output kept');
+        } else {
           // Cancelled while rendering: the result is discarded (D7).
           await options.files.remove(outputKey);
           log.info({ status: completed.status }, 'result discarded');
@@ -342,18 +351,26 @@ export function createWorker(options: WorkerOptions): Worker {
       } else {
         await queue.bury({ jobId: job.id, error: String(error), now });
         const failed = await store.failTask({ id: task.id, now, code: 'internal_error', message: 'generation failed inside the service' });
-        if (failed.kind === 'failed') {
-          events.publish(task.id, failed.task.status);
-          // Stored, but the task could not be completed with it: nothing will ever serve or sweep it.
-          if (storedOutput) await options.files.remove(storedOutput);
-        }
+        if (failed.kind === 'failed') events.publish(task.id, failed.task.status);
       }
+      // Stored, but perhaps not recorded with the task: a file no task names would never be served or swept.
+      if (storedOutput) await removeUnlessOutputOf(task, storedOutput, log);
     } finally {
       clearInterval(heartbeat);
       handBack.delete(onShutdown);
       cancelDeadline();
       unsubscribe();
       await removeWorkDir(dir);
+    }
+  }
+
+  /** Removes a stored file unless the task names it as its output (a commit reported as failed may have landed). */
+  async function removeUnlessOutputOf(task: TaskRecord, key: string, log: Logger): Promise<void> {
+    try {
+      const current = await store.getTask(task.accountId, task.id);
+      if (current && current.outputKey !== key) await options.files.remove(key);
+    } catch (error) {
+      log.warn({ err: error, outputKey: key }, 'could not tell whether the stored file is the task output: kept');
     }
   }
 
