@@ -149,6 +149,14 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await store().auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
     });
 
+    it('replays the first answer byte for byte, its keys in their order', async () => {
+      const answer = (t: { id: string; creditsCharged: number }): StoredResponse => ({ status: 202, body: { success: true, requestId: t.id, status: 'queued', creditsCharged: t.creditsCharged, z: { b: 1, a: 2 } } });
+      const first = await store().submitTask({ job, task: task(40), idempotency: { key: 'k', fingerprint: 'f1', expiresAt: later(3600_000) }, now, respond: answer });
+      const again = await store().submitTask({ job, task: task(40), idempotency: { key: 'k', fingerprint: 'f1', expiresAt: later(3600_000) }, now: later(10), respond: answer });
+      expect(again.kind).toBe('replayed');
+      expect(JSON.stringify(again.kind === 'replayed' && again.response.body)).toBe(JSON.stringify(first.kind === 'created' && first.response.body));
+    });
+
     it('hides tasks of other accounts', async () => {
       await store().createAccount({ id: 'acc_2', name: 'b', webhookSecret: 'whsec_y', openingGrant: 0, now });
       const { id } = await submit(40);
@@ -242,6 +250,12 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     expect((await store().listTasks({ accountId: 'acc_1', status: 'cancelled', limit: 10 })).map((t) => t.id)).toEqual([ids[1]]);
   });
 
+  it("keeps a task's metadata as sent, its keys in their order (D5)", async () => {
+    const metadata = { zeta: 1, a: { y: 2, b: 3 }, mid: 'x', list: [{ q: 1, p: 2 }] };
+    const created = await submit(10, now, { metadata });
+    expect(JSON.stringify((await store().getTask('acc_1', created.id))!.metadata)).toBe(JSON.stringify(metadata));
+  });
+
   it('keeps a task as submitted: media, metadata, webhook URL, deadline', async () => {
     const created = await submit(10, now, { mediaUrls: ['https://cdn.example.com/a.png'], metadata: { order: 7, tags: ['x'] }, webhookUrl: 'https://hooks.example.com/v' });
     expect(await store().findTask(created.id)).toEqual(created);
@@ -268,7 +282,7 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       await store().cancelTask({ accountId: 'acc_1', id, now });
       const delivery = (await store().getDeliveryForTask(id))!;
       const deliver = (await claim(['webhooks']))!;
-      await store().recordDeliveryAttempt({ deliveryId: delivery.id, attempt: { attemptedAt: later(1), statusCode: 500, error: null, durationMs: 12 }, status: 'failed', nextAttemptAt: null });
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: { attemptedAt: later(1), statusCode: 500, error: null, durationMs: 12 }, status: 'failed', nextAttemptAt: null });
       await queue().complete(deliver.id, new Date());
       expect(await store().getTask('acc_1', id)).toMatchObject({ webhook: { status: 'failed', attempts: 1, lastAttemptAt: later(1) } });
       expect(await store().listDeliveryAttempts(delivery.id)).toEqual([{ attemptedAt: later(1), statusCode: 500, error: null, durationMs: 12 }]);
@@ -277,16 +291,22 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver' });
     });
 
-    it('keeps a redelivery made while the delivery job runs: that run finishing does not undo it', async () => {
+    it('keeps a redelivery made while an attempt is under way: that attempt neither settles the delivery nor doubles its chain of jobs', async () => {
       const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
       await store().cancelTask({ accountId: 'acc_1', id, now });
       const delivery = (await store().getDeliveryForTask(id))!;
+      expect(delivery.redeliveries).toBe(0);
       const running = (await claim(['webhooks']))!;
-      await store().recordDeliveryAttempt({ deliveryId: delivery.id, attempt: { attemptedAt: later(1), statusCode: 410, error: null, durationMs: 5 }, status: 'failed', nextAttemptAt: null });
-      // The operator redelivers before the run has marked its job done.
-      await store().redeliver({ deliveryId: delivery.id, now: later(2) });
+      // The operator redelivers while the attempt is out; the receiver then answers 410.
+      expect(await store().redeliver({ deliveryId: delivery.id, now: later(2) })).toMatchObject({ status: 'pending', redeliveries: 1 });
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: { attemptedAt: later(3), statusCode: 410, error: null, durationMs: 5 }, status: 'failed', nextAttemptAt: null });
+      expect(await store().getDeliveryForTask(id)).toMatchObject({ status: 'pending', attempts: 1, lastAttemptAt: later(3), nextAttemptAt: later(2) });
+      expect(await store().listDeliveryAttempts(delivery.id)).toHaveLength(1);
+      // The stale run hands its job on as a retry, or completes it: neither adds a second chain.
+      await queue().retry({ jobId: running.id, runAt: new Date(), error: 'stale', now: new Date() });
       await queue().complete(running.id, new Date());
       expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver' });
+      expect(await claim(['webhooks'])).toBeUndefined();
     });
 
     it("answers a terminal task's query with every later change: attempts, a redelivery, the swept output, never another account", async () => {
@@ -296,11 +316,11 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       // Read between every change: a store that keeps terminal tasks (SQLite) must not answer from before it.
       expect(await store().getTask('acc_1', id)).toMatchObject({ status: 'succeeded', webhook: { status: 'pending', attempts: 0 } });
       const delivery = (await store().getDeliveryForTask(id))!;
-      await store().recordDeliveryAttempt({ deliveryId: delivery.id, attempt: { attemptedAt: later(6), statusCode: 500, error: null, durationMs: 3 }, status: 'failed', nextAttemptAt: null });
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: { attemptedAt: later(6), statusCode: 500, error: null, durationMs: 3 }, status: 'failed', nextAttemptAt: null });
       expect(await store().getTask('acc_1', id)).toMatchObject({ webhook: { status: 'failed', attempts: 1, lastAttemptAt: later(6) } });
       await store().redeliver({ deliveryId: delivery.id, now: later(7) });
       expect(await store().getTask('acc_1', id)).toMatchObject({ webhook: { status: 'pending', attempts: 1 } });
-      await store().recordDeliveryAttempt({ deliveryId: delivery.id, attempt: { attemptedAt: later(8), statusCode: 200, error: null, durationMs: 3 }, status: 'delivered', nextAttemptAt: null });
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 1, attempt: { attemptedAt: later(8), statusCode: 200, error: null, durationMs: 3 }, status: 'delivered', nextAttemptAt: null });
       expect(await store().getTask('acc_1', id)).toMatchObject({ webhook: { status: 'delivered', attempts: 2, lastAttemptAt: later(8) } });
       expect((await store().getTask('acc_1', id))!.outputKey).toBe(`${id}.mp4`);
       await store().clearOutputKey(id);
@@ -391,7 +411,7 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
         await first.close();
         const second = new SqliteStore(path);
         expect((await second.getAccount('acc_1'))?.balance).toBe(5);
-        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(5);
+        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(6);
         expect(second.db.pragma('journal_mode', { simple: true })).toBe('wal');
         // Savepoint journals in memory, not a temporary file written page by page (2: MEMORY).
         expect(second.db.pragma('temp_store', { simple: true })).toBe(2);

@@ -184,10 +184,11 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   /** Drops the jobs of a task in a lane that have not started (a redelivery replaces its pending chain). */
-  async cancelPending(client: Queryable, job: { provider: string; taskId: string }): Promise<void> {
+  /** Cancels a task's jobs of a lane that have not finished: waiting, or running (whose claim then finishes nothing and hands nothing on). */
+  async cancelUnfinished(client: Queryable, job: { provider: string; taskId: string }): Promise<void> {
     await client.query(
       `UPDATE ${SCHEMA}.job SET state = 'cancelled', completed_on = now()
-       WHERE name = $1 AND data->>'taskId' = $2 AND state IN ('created', 'retry')`,
+       WHERE name = $1 AND data->>'taskId' = $2 AND state IN ('created', 'retry', 'active')`,
       [laneOf(job.provider), job.taskId],
     );
   }

@@ -70,6 +70,7 @@ export function rowMappers(read: ColumnReader) {
       lastAttemptAt: date(row.last_attempt_at),
       nextAttemptAt: date(row.next_attempt_at),
       createdAt: required(row.created_at),
+      redeliveries: row.redeliveries,
     }),
 
     toLedgerEntry: (row: Row): LedgerEntry => ({

@@ -75,6 +75,8 @@ export interface DeliveryRecord {
   lastAttemptAt: Date | null;
   nextAttemptAt: Date | null;
   createdAt: Date;
+  /** Operator redeliveries so far: an attempt read before one settles nothing (recordDeliveryAttempt). */
+  redeliveries: number;
 }
 
 export interface DeliveryAttempt {
@@ -207,8 +209,12 @@ export interface Store {
   getDeliveryForTask(taskId: string): Promise<DeliveryRecord | undefined>;
   listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]>;
   listDeliveryAttempts(deliveryId: string): Promise<DeliveryAttempt[]>;
-  /** Records one attempt and where the delivery now stands. */
-  recordDeliveryAttempt(input: { deliveryId: string; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void>;
+  /**
+   * Records one attempt and where the delivery now stands, unless an operator redelivered it since
+   * the attempt read it (`redeliveries` as read): then the attempt is recorded and counted, and the
+   * delivery stays as the redelivery left it.
+   */
+  recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void>;
   /** Sends a delivery again from now (operators): pending, with its job available. */
   redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined>;
   /** The secrets to sign with now: the current one, and the previous one during a rotation. */

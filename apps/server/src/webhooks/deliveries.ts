@@ -64,6 +64,7 @@ export function createDeliveryRunner(deps: {
       }
       await deps.store.recordDeliveryAttempt({
         deliveryId: delivery.id,
+        redeliveries: delivery.redeliveries,
         attempt: {
           attemptedAt,
           statusCode: result.status ?? null,

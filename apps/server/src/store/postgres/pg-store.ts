@@ -41,7 +41,7 @@ export type Queryable = Pick<pg.PoolClient, 'query'>;
 export interface PgJobs {
   enqueue(client: Queryable, job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number; runAt: Date }): Promise<void>;
   /** Drops a task's jobs in a lane that have not started yet. */
-  cancelPending(client: Queryable, job: { provider: string; taskId: string }): Promise<void>;
+  cancelUnfinished(client: Queryable, job: { provider: string; taskId: string }): Promise<void>;
 }
 
 /** bigint (int8) columns as numbers: credits and ids stay far below 2^53. */
@@ -426,7 +426,7 @@ export class PgStore implements Store {
     return rows.map((r) => ({ attemptedAt: r.attempted_at, statusCode: r.status_code, error: r.error, durationMs: r.duration_ms }));
   }
 
-  async recordDeliveryAttempt(input: { deliveryId: string; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
+  async recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
     const { attempt } = input;
     await this.transaction(async (client) => {
       await client.query('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)', [
@@ -437,8 +437,12 @@ export class PgStore implements Store {
         Math.round(attempt.durationMs),
       ]);
       await client.query(
-        `UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1, last_attempt_at = $3, next_attempt_at = $4, updated_at = $3 WHERE id = $1`,
-        [input.deliveryId, input.status, attempt.attemptedAt, input.nextAttemptAt],
+        `UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $3, updated_at = $3,
+                -- Settled by the attempt only if no redelivery came in since it read the delivery.
+                status = CASE WHEN redeliveries = $5 THEN $2 ELSE status END,
+                next_attempt_at = CASE WHEN redeliveries = $5 THEN $4 ELSE next_attempt_at END
+         WHERE id = $1`,
+        [input.deliveryId, input.status, attempt.attemptedAt, input.nextAttemptAt, input.redeliveries],
       );
     });
   }
@@ -446,13 +450,13 @@ export class PgStore implements Store {
   async redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined> {
     return this.transaction(async (client) => {
       const row = await this.one(
-        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, updated_at = $2 WHERE id = $1 RETURNING *`,
+        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, updated_at = $2, redeliveries = redeliveries + 1 WHERE id = $1 RETURNING *`,
         [input.deliveryId, input.now],
         client,
       );
       if (!row) return undefined;
-      // One chain of attempts per delivery: a scheduled retry is replaced by this one, not doubled.
-      await this.jobs.cancelPending(client, { provider: 'webhooks', taskId: row.task_id });
+      // One chain of attempts per delivery: a scheduled retry, or a run under way, is replaced by this one, not doubled.
+      await this.jobs.cancelUnfinished(client, { provider: 'webhooks', taskId: row.task_id });
       await this.jobs.enqueue(client, { kind: 'deliver', taskId: row.task_id, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts, runAt: input.now });
       return toDelivery(row);
     });

@@ -402,7 +402,7 @@ export class SqliteStore implements Store, JobQueue {
     );
   }
 
-  recordDeliveryAttempt(input: { deliveryId: string; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
+  recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
     return this.group.write(() => {
       const { attempt } = input;
       this.sql.insertDeliveryAttempt.run({
@@ -414,6 +414,7 @@ export class SqliteStore implements Store, JobQueue {
       });
       this.sql.updateDelivery.run({
         id: input.deliveryId,
+        redeliveries: input.redeliveries,
         status: input.status,
         attempted_at: ms(attempt.attemptedAt),
         next_attempt_at: ms(input.nextAttemptAt),
@@ -626,11 +627,15 @@ function prepareStatements(db: Database.Database) {
        VALUES (@delivery_id, @attempted_at, @status_code, @error, @duration_ms)`,
     ),
     updateDelivery: db.prepare(
-      `UPDATE webhook_deliveries SET status = @status, attempts = attempts + 1, last_attempt_at = @attempted_at,
-                                     next_attempt_at = @next_attempt_at, updated_at = @attempted_at
+      `UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = @attempted_at, updated_at = @attempted_at,
+                                     -- Settled by the attempt only if no redelivery came in since it read the delivery.
+                                     status = CASE WHEN redeliveries = @redeliveries THEN @status ELSE status END,
+                                     next_attempt_at = CASE WHEN redeliveries = @redeliveries THEN @next_attempt_at ELSE next_attempt_at END
        WHERE id = @id`,
     ),
-    resetDelivery: db.prepare(`UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = @now, updated_at = @now WHERE id = @id`),
+    resetDelivery: db.prepare(
+      `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = @now, updated_at = @now, redeliveries = redeliveries + 1 WHERE id = @id`,
+    ),
     resetDeliveryJob: db.prepare(
       `UPDATE jobs SET state = 'available', run_at = @now, attempts = 0, lease_until = NULL, leased_by = NULL, updated_at = @now
        WHERE task_id = @task_id AND kind = 'deliver'`,
