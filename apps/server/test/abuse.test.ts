@@ -585,6 +585,19 @@ describe.each(backendKinds)('tenant isolation on $name', ({ skip, open }) => {
     expect(followed.every((id) => ofB.includes(id))).toBe(true);
   });
 
+  it.skipIf(skip)('refuses a cursor whose time no date can hold with 400, not a 500 or the first page again', async () => {
+    const { h, a, submit } = await setup();
+    await submit(a.key);
+    const { nextCursor } = (await (await h.request('GET', `${SUBMIT}?limit=1`, { key: a.key })).json()) as { nextCursor: string | null };
+    const { i } = JSON.parse(Buffer.from(nextCursor ?? Buffer.from(JSON.stringify({ i: 'gen_01M84TY3PXJFSHFC99X43T274C' })).toString('base64url'), 'base64url').toString()) as { i: string };
+    for (const t of [Number.MAX_SAFE_INTEGER, 8.64e15 + 1, -1, -8639999999999999]) {
+      const cursor = Buffer.from(JSON.stringify({ t, i, s: null })).toString('base64url');
+      const res = await h.request('GET', `${SUBMIT}?cursor=${cursor}`, { key: a.key });
+      expect(res.status, `t = ${t}`).toBe(400);
+      expect(await res.json()).toMatchObject({ success: false, error: { code: 'invalid_request', details: [expect.objectContaining({ field: 'cursor' })] } });
+    }
+  });
+
   it.skipIf(skip)('lists each account’s webhook deliveries only (the CLI’s `webhooks list`)', async () => {
     const { h, a, b, submit } = await setup();
     const hook = { webhookUrl: 'https://hooks.example.com/vidgen' };
