@@ -585,6 +585,28 @@ describe.each(backendKinds)('tenant isolation on $name', ({ skip, open }) => {
     expect(followed.every((id) => ofB.includes(id))).toBe(true);
   });
 
+  it.skipIf(skip)('refuses reference and webhook URLs whose host is plainly not public (literal addresses, localhost) with 400, uncharged', async () => {
+    const { h, a } = await setup();
+    for (const [patch, field] of [
+      [{ mediaUrls: ['https://127.0.0.1/a.png'] }, '/mediaUrls/0'],
+      [{ mediaUrls: ['https://cdn.example.com/a.png', 'https://[::1]/b.png'] }, '/mediaUrls/1'],
+      [{ mediaUrls: ['https://10.0.0.7/a.png'] }, '/mediaUrls/0'],
+      [{ mediaUrls: ['https://0x7f000001/a.png'] }, '/mediaUrls/0'],
+      [{ mediaUrls: ['https://Localhost/a.png'] }, '/mediaUrls/0'],
+      [{ webhookUrl: 'https://169.254.169.254/latest' }, '/webhookUrl'],
+      [{ webhookUrl: 'https://hooks.localhost/v' }, '/webhookUrl'],
+      [{ webhookUrl: 'https://[fd00::1]/v' }, '/webhookUrl'],
+    ] as const) {
+      const res = await h.request('POST', SUBMIT, { key: a.key, body: validSubmit(patch) });
+      expect(res.status, JSON.stringify(patch)).toBe(400);
+      expect(await res.json()).toMatchObject({ error: { code: 'invalid_request', details: [{ field, message: expect.stringMatching(/not public/) }] } });
+    }
+    // A public literal address is a host like any other.
+    expect((await h.request('POST', SUBMIT, { key: a.key, body: validSubmit({ mediaUrls: ['https://93.184.215.14/a.png'] }) })).status).toBe(202);
+    // Only that one was charged.
+    expect((await h.store.listLedger(a.accountId)).filter((e) => e.kind === 'charge')).toHaveLength(1);
+  });
+
   it.skipIf(skip)('refuses a cursor whose time no date can hold with 400, not a 500 or the first page again', async () => {
     const { h, a, submit } = await setup();
     await submit(a.key);

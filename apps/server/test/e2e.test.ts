@@ -17,7 +17,7 @@ import { createMediaFetcher } from '../src/media/fetcher.js';
 import { createLocalProvider, defaultFfmpegPath } from '../src/providers/local/local-provider.js';
 import type { Worker } from '../src/queue/worker.js';
 import { systemClock } from '../src/interfaces.js';
-import { harness, SUBMIT, type Harness, testWorker } from './support.js';
+import { harness, SUBMIT, testConfig, type Harness, testWorker } from './support.js';
 import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
 
 const run = promisify(execFile);
@@ -56,7 +56,8 @@ beforeAll(async () => {
   });
 
   const files = createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: () => baseUrl, secret: Buffer.from('e2e') });
-  h = harness({ files, clock: systemClock, wakeWorkers: () => worker.wake() }, join(dir, 'vidgen.db'));
+  // The media server is on loopback: allowed, as a development deployment may (D5).
+  h = harness({ files, clock: systemClock, wakeWorkers: () => worker.wake(), config: testConfig({ media: { allowLoopback: true } }) }, join(dir, 'vidgen.db'));
   worker = testWorker(h, {
     provider: createLocalProviderOnce(),
     fetcher: createMediaFetcher({ allowLoopback: true, ca: media.ca }),

@@ -22,7 +22,7 @@ import type { PgStore } from '../src/store/postgres/pg-store.js';
 import type { Store } from '../src/store/store.js';
 import { createDeliveryRunner } from '../src/webhooks/deliveries.js';
 import { createWebhookSender } from '../src/webhooks/sender.js';
-import { silentLogger, SUBMIT, until, validSubmit, type Harness, testWorker } from './support.js';
+import { silentLogger, SUBMIT, testConfig, until, validSubmit, type Harness, testWorker } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
 import { mountSmallDisk, storeFaults, type StoreFaults } from './support/faults.js';
 import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
@@ -174,7 +174,8 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
     const workDir = options.workDir ?? join(dir, 'work');
     const files = createLocalOutputFiles({ directory: outputsDir, publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('s') });
     let worker: Worker | undefined;
-    const h = backendHarness(backend, { files, wakeWorkers: () => worker?.wake() });
+    // The receiver and media server are on loopback: allowed, as a development deployment may (D5).
+    const h = backendHarness(backend, { files, wakeWorkers: () => worker?.wake(), config: testConfig({ media: { allowLoopback: true }, webhooks: { allowLoopback: true } }) });
     worker = testWorker(h, {
       provider,
       queue: options.queue ? options.queue(backend.queue) : backend.queue,

@@ -15,13 +15,14 @@
  * VIDGEN_FUZZ_PATH (the path fast-check prints with a failure).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAccount, issueApiKey } from '../src/accounts.js';
+import { isPublicUnicast } from '../src/domain/address-policy.js';
 import { DEFAULT_PRICES, type ModelId, type Resolution } from '../src/domain/catalog.js';
 import { generateApiKey, type Scope } from '../src/domain/keys.js';
 import { createLocalOutputFiles, type OutputFiles } from '../src/files/storage.js';
@@ -110,8 +111,21 @@ function stringsIn(root: unknown): string[] {
  * D5 rules beyond the schema: audio needs an image or video beside it; metadata at most 4 KiB;
  * the prompt and metadata are text (no U+0000, no unpaired surrogate: PostgreSQL cannot store them).
  */
-function breaksModelRules(body: { prompt?: unknown; mediaUrls?: string[]; metadata?: unknown }): boolean {
+/** D5: a host that is plainly not public (a literal address outside public unicast, or localhost) is refused at submission. */
+function hostIsPlainlyPrivate(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  } catch {
+    return false;
+  }
+  if (isIP(host)) return !isPublicUnicast(host);
+  return host === 'localhost' || host.endsWith('.localhost');
+}
+
+function breaksModelRules(body: { prompt?: unknown; mediaUrls?: string[]; metadata?: unknown; webhookUrl?: string }): boolean {
   if ([...stringsIn(body.prompt), ...stringsIn(body.metadata)].some((text) => text.includes('\u0000') || LONE_SURROGATE.test(text))) return true;
+  if ([...(body.mediaUrls ?? []), ...(body.webhookUrl === undefined ? [] : [body.webhookUrl])].some(hostIsPlainlyPrivate)) return true;
   const kinds = (body.mediaUrls ?? []).map(kindOf);
   if (kinds.includes('audio') && !kinds.some((k) => k === 'image' || k === 'video')) return true;
   if (body.metadata === undefined) return false;

@@ -8,7 +8,7 @@ import net, { isIP, type AddressInfo, type LookupFunction } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { isLoopback, isPublicUnicast } from '../src/media/address-policy.js';
+import { isLoopback, isPublicUnicast } from '../src/domain/address-policy.js';
 import { createMediaFetcher, type FetchResult, type MediaFetcherOptions } from '../src/media/fetcher.js';
 import { hasMagicOf } from '../src/media/magic.js';
 import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';

@@ -15,7 +15,7 @@ import type { GenerationRequest, GenerationResult, Provider } from '../src/provi
 import type { Worker } from '../src/queue/worker.js';
 import { createDeliveryRunner } from '../src/webhooks/deliveries.js';
 import { createWebhookSender } from '../src/webhooks/sender.js';
-import { harness, silentLogger, SUBMIT, validSubmit, type Harness, until, testWorker } from './support.js';
+import { harness, silentLogger, SUBMIT, testConfig, validSubmit, type Harness, until, testWorker } from './support.js';
 import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
 
 interface Received {
@@ -64,7 +64,8 @@ async function setup(provider: Provider, options: { timeoutMs?: number; schedule
   });
   const files = createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('s') });
   let worker: Worker | undefined;
-  const h = harness({ files, wakeWorkers: () => worker?.wake() });
+  // The receiver is on loopback: allowed, as a development deployment may (D8, D5).
+  const h = harness({ files, wakeWorkers: () => worker?.wake(), config: testConfig({ webhooks: { allowLoopback: true } }) });
   worker = testWorker(h, {
     provider,
     files,

@@ -376,8 +376,10 @@ export interface components {
          * @description A publicly reachable `https` URL of an image, video or audio file, at most 2048
          *     characters, without `user:password@`. Its kind is decided by the extension of its path
          *     (case-insensitive, query string ignored): image `.jpg .jpeg .png .webp .gif .bmp`, video
-         *     `.mp4 .mov .m4v`, audio `.mp3 .wav`. The host must resolve to public addresses only; the
-         *     file is fetched when the task runs (redirects followed at most 3 times, each re-checked),
+         *     `.mp4 .mov .m4v`, audio `.mp3 .wav`. The host must resolve to public addresses only: a
+         *     literal address that is not public unicast (loopback, private, link-local…) or a
+         *     `localhost` name is refused at once with `400 invalid_request`; a name is resolved, and
+         *     every address checked, when the file is fetched. The file is fetched when the task runs (redirects followed at most 3 times, each re-checked),
          *     and a file that cannot be fetched, is too large, or is not of the kind its extension says
          *     fails the task with `media_unavailable` (refunded).
          * @example https://cdn.example.com/refs/first-frame.png
@@ -391,7 +393,9 @@ export interface components {
         /**
          * Format: uri
          * @description Where to POST the final result (see the `videoGenerationCompleted` webhook). `https`, at
-         *     most 2048 characters, without `user:password@`, resolving to public addresses only.
+         *     most 2048 characters, without `user:password@`, resolving to public addresses only (a
+         *     literal non-public address or a `localhost` name is refused at once with
+         *     `400 invalid_request`; names are resolved and checked at each delivery).
          * @example https://hooks.example.com/vidgen
          */
         WebhookUrl: string;

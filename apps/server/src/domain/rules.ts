@@ -3,6 +3,8 @@
  * explanations for the ones it can (the schema decides; these say why).
  * Pure: no I/O.
  */
+import { isIP } from 'node:net';
+import { isLoopback, isPublicUnicast } from './address-policy.js';
 import { MODEL_RULES, type GenerationMode, type MediaKind, type ModelId } from './catalog.js';
 
 export interface RuleViolation {
@@ -87,8 +89,34 @@ function firstNonText(value: unknown, pointer: string): string | undefined {
 }
 
 /** Rules beyond the schema, for a body the schema has accepted. */
-export function checkSubmissionRules(body: { model: ModelId; prompt?: string; mediaUrls?: string[]; metadata?: object }): RuleViolation[] {
+/**
+ * Why a URL's host cannot be public, when that is plain from the URL itself (D5): a literal address
+ * that is not public unicast, or `localhost`. Names are resolved only when fetched or delivered to
+ * (and every address checked then), so a submission does not wait on DNS.
+ */
+export function explainHost(url: string, allowLoopback: boolean): string | undefined {
+  let host: string;
+  try {
+    host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  } catch {
+    return undefined;
+  }
+  if (isIP(host)) return isPublicUnicast(host) || (allowLoopback && isLoopback(host)) ? undefined : `has the address ${host}, which is not public`;
+  if ((host === 'localhost' || host.endsWith('.localhost')) && !allowLoopback) return `has the host ${host}, which is not public`;
+  return undefined;
+}
+
+export function checkSubmissionRules(
+  body: { model: ModelId; prompt?: string; mediaUrls?: string[]; metadata?: object; webhookUrl?: string },
+  allowLoopback: { media: boolean; webhooks: boolean } = { media: false, webhooks: false },
+): RuleViolation[] {
   const violations: RuleViolation[] = [];
+  (body.mediaUrls ?? []).forEach((url, i) => {
+    const problem = explainHost(url, allowLoopback.media);
+    if (problem) violations.push({ field: `/mediaUrls/${i}`, message: problem });
+  });
+  const hookProblem = body.webhookUrl === undefined ? undefined : explainHost(body.webhookUrl, allowLoopback.webhooks);
+  if (hookProblem) violations.push({ field: '/webhookUrl', message: hookProblem });
   for (const [field, value] of [
     ['/prompt', body.prompt],
     ['/metadata', body.metadata],

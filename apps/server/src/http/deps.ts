@@ -24,6 +24,9 @@ export interface AppConfig {
   maxActiveTasks?: number;
   /** How long a key's stored record is reused before it is read again (http/middleware.ts createApiKeyCache); absent or 0: read every time. */
   keyCacheMs?: number;
+  /** Loopback reference and webhook URLs accepted at submission (tests and local development only; absent: refused, D5). */
+  media?: { allowLoopback: boolean };
+  webhooks?: { allowLoopback: boolean };
 }
 
 export interface AppDeps {

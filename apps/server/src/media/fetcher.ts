@@ -15,7 +15,7 @@ import { pipeline } from 'node:stream/promises';
 import { createSecureContext, rootCertificates, type ConnectionOptions } from 'node:tls';
 import type { MediaKind } from '../domain/catalog.js';
 import { explainUrl } from '../domain/rules.js';
-import { isLoopback, isPublicUnicast } from './address-policy.js';
+import { isLoopback, isPublicUnicast } from '../domain/address-policy.js';
 import { hasMagicOf, SNIFF_BYTES } from './magic.js';
 
 export type FetchResult = { ok: true; bytes: number; contentType?: string } | { ok: false; reason: string };

@@ -61,7 +61,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     const checked = validateSubmitBody(body);
     if (!checked.ok) throw invalid(checked.details);
     const request = checked.value;
-    const violations = checkSubmissionRules(request);
+    const violations = checkSubmissionRules(request, { media: config.media?.allowLoopback ?? false, webhooks: config.webhooks?.allowLoopback ?? false });
     if (violations.length) throw invalid(violations);
 
     const now = clock.now();
