@@ -40,6 +40,22 @@ describe('submission errors', () => {
     expect(json.error.details).toContainEqual({ field: '/mediaUrls/0', message: 'is a video; vidgen-1.5-pro accepts images only' });
   });
 
+  it("says what is wrong with a malformed reference URL, not another model's kind rule", async () => {
+    const h = harness();
+    const { key } = await h.account();
+    for (const [model, url] of [
+      ['vidgen-2.0', 'HTTPS://cdn.example.com/a.png'],
+      ['vidgen-2.0', 'https:///x.png'],
+      ['vidgen-1.5-pro', 'HTTPS://cdn.example.com/a.png'],
+    ]) {
+      const res = await h.request('POST', SUBMIT, { key, body: { ...validSubmit(), model, duration: 5, mediaUrls: [url] } });
+      expect(res.status).toBe(400);
+      const details = ((await res.json()) as any).error.details as { field: string; message: string }[];
+      expect(details, `${model} ${url}`).toContainEqual({ field: '/mediaUrls/0', message: 'must be a URL of the form https://host/path.ext, in lower-case https' });
+      expect(details.some((d) => d.message.includes('accepts images only')), `${model} ${url}`).toBe(false);
+    }
+  });
+
   it('refuses a body over 64 KiB without a Content-Length, as it streams in', async () => {
     const h = harness();
     const { key } = await h.account();

@@ -172,9 +172,13 @@ function describeBodyErrors(errors: ErrorObject[], body: unknown): ErrorDetail[]
     if (error.keyword === 'pattern' && typeof error.data === 'string') {
       const url = error.data;
       if (/^\/mediaUrls\/\d+$/.test(detail.field ?? '')) {
-        // A well-formed URL that fails a pattern fails the model's kind rule (ImageUrl).
+        const explained = explainUrl(url, { needsMediaKind: true });
+        if (explained) return [{ ...detail, message: explained }];
+        // The model's kind rule (the ImageUrl pattern), or the MediaUrl pattern's shape itself.
         const kind = mediaKindOf(url);
-        const message = explainUrl(url, { needsMediaKind: true }) ?? `is ${kind ? kindPhrase(kind) : 'not an image'}; ${String(model)} accepts images only`;
+        const message = error.schemaPath.includes('/ImageUrl/')
+          ? `is ${kind ? kindPhrase(kind) : 'not an image'}; ${String(model)} accepts images only`
+          : 'must be a URL of the form https://host/path.ext, in lower-case https';
         return [{ ...detail, message }];
       }
       if (detail.field === '/webhookUrl') return [{ ...detail, message: explainUrl(url, { needsMediaKind: false }) ?? detail.message }];
