@@ -204,6 +204,20 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
   describe('idempotency', () => {
     const claimKey = (key: string, fingerprint = 'f1') => ({ key, fingerprint, expiresAt: later(24 * 3600_000) });
 
+    it('purges Idempotency-Keys past their window, and only those', async () => {
+      for (const [key, hours] of [['old1', 1], ['old2', 2], ['young', 48]] as const) {
+        await store().submitTask({ job, task: task(10), idempotency: { key, fingerprint: 'f1', expiresAt: later(hours * 3600_000) }, now, respond });
+      }
+      expect(await store().purgeExpiredIdempotencyKeys({ now: later(3 * 3600_000), limit: 1 })).toBe(1);
+      expect(await store().purgeExpiredIdempotencyKeys({ now: later(3 * 3600_000), limit: 100 })).toBe(1);
+      expect(await store().purgeExpiredIdempotencyKeys({ now: later(3 * 3600_000), limit: 100 })).toBe(0);
+      // The young key still replays; a purged one starts a new task.
+      const replay = await store().submitTask({ job, task: task(10), idempotency: { key: 'young', fingerprint: 'f1', expiresAt: later(72 * 3600_000) }, now: later(3 * 3600_000), respond });
+      expect(replay.kind).toBe('replayed');
+      const fresh = await store().submitTask({ job, task: task(10), idempotency: { key: 'old1', fingerprint: 'f1', expiresAt: later(72 * 3600_000) }, now: later(3 * 3600_000), respond });
+      expect(fresh.kind).toBe('created');
+    });
+
     it('replays the first answer for the same key and body, charging once', async () => {
       const first = await store().submitTask({ job, task: task(40), idempotency: claimKey('k'), now, respond });
       const again = await store().submitTask({ job, task: task(40), idempotency: claimKey('k'), now: later(10), respond });

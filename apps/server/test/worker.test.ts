@@ -123,6 +123,7 @@ describe('the worker', () => {
     for (let i = 0; i < 5; i++) await submit(p, key);
     const claims: { provider: string; limit: number; got: number }[] = [];
     let sweeps = 0;
+    let purges = 0;
     const store = new Proxy(p.store, {
       get(target, name) {
         if (name === 'claim')
@@ -132,6 +133,7 @@ describe('the worker', () => {
             return jobs;
           };
         if (name === 'expireOverdueTasks') sweeps += 1;
+        if (name === 'purgeExpiredIdempotencyKeys') purges += 1;
         const value: unknown = Reflect.get(target, name, target);
         return typeof value === 'function' ? value.bind(target) : value;
       },
@@ -152,6 +154,8 @@ describe('the worker', () => {
     // The poll timer sweeps.
     p.clock.advance(1000);
     await until(() => sweeps === 2);
+    // Each sweep also purges expired Idempotency-Keys.
+    await until(() => purges === 2);
   });
 
   it('hands the provider the fetched references in order', async () => {

@@ -156,7 +156,7 @@ export function createWorker(options: WorkerOptions): Worker {
     inFlight.set(job.id, run);
   }
 
-  /** Deadlines (D7) and expired output files (D13). A failure is logged and tried again at the next poll: claiming goes on. */
+  /** Deadlines (D7), expired output files (D13) and Idempotency-Keys. A failure is logged and tried again at the next poll: claiming goes on. */
   async function sweep(): Promise<void> {
     const now = clock.now();
     try {
@@ -174,6 +174,11 @@ export function createWorker(options: WorkerOptions): Worker {
       }
     } catch (error) {
       logger.error({ err: error }, 'worker: removing expired output files failed');
+    }
+    try {
+      await store.purgeExpiredIdempotencyKeys({ now, limit: 1000 });
+    } catch (error) {
+      logger.error({ err: error }, 'worker: purging expired Idempotency-Keys failed');
     }
   }
 

@@ -225,4 +225,6 @@ export interface Store {
   listExpiredOutputs(input: { now: Date; limit: number }): Promise<{ id: string; outputKey: string }[]>;
   /** Forgets a swept output file. */
   clearOutputKey(id: string): Promise<void>;
+  /** Deletes up to `limit` Idempotency-Keys whose replay window has passed; how many it deleted. */
+  purgeExpiredIdempotencyKeys(input: { now: Date; limit: number }): Promise<number>;
 }

@@ -385,6 +385,16 @@ export class PgStore implements Store {
     return expired;
   }
 
+  async purgeExpiredIdempotencyKeys(input: { now: Date; limit: number }): Promise<number> {
+    // SKIP LOCKED: a key a submission holds right now is left to it.
+    const result = await this.pool.query(
+      `DELETE FROM idempotency_keys WHERE (account_id, key) IN (
+         SELECT account_id, key FROM idempotency_keys WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [input.now, input.limit],
+    );
+    return result.rowCount ?? 0;
+  }
+
   async listExpiredOutputs(input: { now: Date; limit: number }): Promise<{ id: string; outputKey: string }[]> {
     const rows = await this.all(
       'SELECT id, output_key FROM tasks WHERE output_key IS NOT NULL AND output_expires_at <= $1 ORDER BY output_expires_at LIMIT $2',

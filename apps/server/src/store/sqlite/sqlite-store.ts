@@ -363,6 +363,10 @@ export class SqliteStore implements Store, JobQueue {
     return expired;
   }
 
+  purgeExpiredIdempotencyKeys(input: { now: Date; limit: number }): Promise<number> {
+    return this.group.write(() => this.sql.purgeExpiredIdempotencyKeys.run({ now: ms(input.now), limit: input.limit }).changes);
+  }
+
   listExpiredOutputs(input: { now: Date; limit: number }): Promise<{ id: string; outputKey: string }[]> {
     return this.group.read(() => (this.sql.selectExpiredOutputs.all({ now: ms(input.now), limit: input.limit }) as Row[]).map((r) => ({ id: r.id, outputKey: r.output_key })));
   }
@@ -576,6 +580,9 @@ function prepareStatements(db: Database.Database) {
     ),
     selectOverdueTasks: db.prepare(
       `SELECT id FROM tasks WHERE status IN ${inList(ACTIVE_STATES)} AND deadline_at <= @now ORDER BY deadline_at LIMIT @limit`,
+    ),
+    purgeExpiredIdempotencyKeys: db.prepare(
+      `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= @now ORDER BY expires_at LIMIT @limit)`,
     ),
     selectExpiredOutputs: db.prepare(
       'SELECT id, output_key FROM tasks WHERE output_key IS NOT NULL AND output_expires_at <= @now ORDER BY output_expires_at LIMIT @limit',
