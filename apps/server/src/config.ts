@@ -4,6 +4,7 @@
  */
 import { resolve } from 'node:path';
 import { MODEL_IDS, parsePriceTable, type ModelId, type PriceTable } from './domain/catalog.js';
+import { ChannelConfigError, parseChannels, type ChannelConfig } from './upstream/channels.js';
 import { DEFAULT_RETRY_SCHEDULE_MS, parseRetrySchedule } from './webhooks/deliveries.js';
 
 export interface Config {
@@ -47,7 +48,10 @@ export interface Config {
   jobMaxAttempts: number;
   /** VIDGEN_WORKER: whether a process of the role all runs a worker (default true). */
   worker: boolean;
-  /** VIDGEN_LOCAL_CONCURRENCY / VIDGEN_BYTEPLUS_CONCURRENCY / VIDGEN_INSTANT_CONCURRENCY: tasks each provider generates at once in this process (defaults 1, 16 and 64). */
+  /**
+   * VIDGEN_LOCAL_CONCURRENCY / VIDGEN_UPSTREAM_CREATE_CONCURRENCY / VIDGEN_INSTANT_CONCURRENCY: jobs of each provider's lane run
+   * at once in this process (defaults 1, 16 and 64). For `byteplus` a job only creates the upstream task; following it takes no slot.
+   */
   concurrency: Record<ProviderName, number>;
   /** VIDGEN_JOB_LEASE_SECONDS: a claimed job returns to the queue this long after its worker stops renewing it (default 60). */
   jobLeaseMs: number;
@@ -57,14 +61,32 @@ export interface Config {
   providers: Record<ModelId, ProviderName>;
   /** VIDGEN_INSTANT_DELAY_MS: how long the instant provider takes per task (default 0). */
   instantDelayMs: number;
-  /** VIDGEN_BYTEPLUS_BASE_URL / _API_KEY / _MODELS: the BytePlus ModelArk upstream, when routed to. */
-  byteplus: { baseUrl: string; apiKey: string | undefined; modelIds: Record<ModelId, string> };
+  /** The upstream (models routed to `byteplus`): its channels and how they are followed (README "The upstream"). */
+  upstream: UpstreamConfig;
   /** VIDGEN_MEDIA_ALLOW_LOOPBACK (tests only, default false) and VIDGEN_MEDIA_CA_FILE: reference fetching. */
   media: { allowLoopback: boolean; caFile: string | undefined };
   /** Webhook delivery: VIDGEN_WEBHOOK_RETRY_SCHEDULE, _TIMEOUT_MS, _CONCURRENCY, _ALLOW_LOOPBACK (tests only), _CA_FILE. */
   webhooks: { retryScheduleMs: number[]; timeoutMs: number; concurrency: number; allowLoopback: boolean; caFile: string | undefined };
   /** How long a client may take to send a request, and to keep an idle connection (http/node-server.ts). */
   http: HttpTimeouts;
+}
+
+export interface UpstreamConfig {
+  /** VIDGEN_UPSTREAM_CHANNELS / _CHANNELS_FILE, or the single VIDGEN_BYTEPLUS_BASE_URL / _API_KEY / _MODELS / _MAX_IN_FLIGHT channel. */
+  channels: ChannelConfig[];
+  /** VIDGEN_UPSTREAM_POLL_SECONDS: how often each followed task is queried (default 5). */
+  pollMs: number;
+  /** VIDGEN_UPSTREAM_BATCH_SIZE: upstream task ids per list request (default 100, at most 500). */
+  batchSize: number;
+  /** VIDGEN_UPSTREAM_DOWNLOAD_CONCURRENCY: finished videos downloaded at once by this process (default 8). */
+  downloadConcurrency: number;
+  /** VIDGEN_UPSTREAM_DOWNLOAD_ATTEMPTS: downloads of one video before the task fails with provider_error (default 5). */
+  downloadAttempts: number;
+  /** VIDGEN_UPSTREAM_REQUEST_TIMEOUT_MS: one upstream API call (default 30000); a create unanswered by then is never sent again. */
+  requestTimeoutMs: number;
+  /** VIDGEN_UPSTREAM_COOLDOWN_AFTER / _COOLDOWN_SECONDS: failed creates in a row that put a channel in a cool-down, and its length (defaults 3 and 30). */
+  cooldownAfter: number;
+  cooldownMs: number;
 }
 
 export interface HttpTimeouts {
@@ -211,6 +233,32 @@ function storage(env: NodeJS.ProcessEnv, outputTtlMs: number): StorageConfig {
   };
 }
 
+function upstream(env: NodeJS.ProcessEnv): UpstreamConfig {
+  let channels: ChannelConfig[];
+  try {
+    channels = parseChannels(env, {
+      baseUrl: env.VIDGEN_BYTEPLUS_BASE_URL || 'https://ark.ap-southeast.bytepluses.com/api/v3',
+      apiKey: env.VIDGEN_BYTEPLUS_API_KEY || undefined,
+      modelIds: modelMap<string>(env, 'VIDGEN_BYTEPLUS_MODELS', ''),
+      // VIDGEN_BYTEPLUS_CONCURRENCY is the name this limit had when each task held a slot while followed.
+      maxInFlight: integer(env, 'VIDGEN_BYTEPLUS_MAX_IN_FLIGHT', integer(env, 'VIDGEN_BYTEPLUS_CONCURRENCY', 100, 1, 100_000), 1, 100_000),
+    });
+  } catch (error) {
+    if (error instanceof ChannelConfigError) throw new ConfigError(`upstream channels: ${error.message}`);
+    throw error;
+  }
+  return {
+    channels,
+    pollMs: integer(env, 'VIDGEN_UPSTREAM_POLL_SECONDS', 5, 1, 600) * 1000,
+    batchSize: integer(env, 'VIDGEN_UPSTREAM_BATCH_SIZE', 100, 1, 500),
+    downloadConcurrency: integer(env, 'VIDGEN_UPSTREAM_DOWNLOAD_CONCURRENCY', 8, 1, 256),
+    downloadAttempts: integer(env, 'VIDGEN_UPSTREAM_DOWNLOAD_ATTEMPTS', 5, 1, 50),
+    requestTimeoutMs: integer(env, 'VIDGEN_UPSTREAM_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
+    cooldownAfter: integer(env, 'VIDGEN_UPSTREAM_COOLDOWN_AFTER', 3, 1, 1000),
+    cooldownMs: integer(env, 'VIDGEN_UPSTREAM_COOLDOWN_SECONDS', 30, 1, 86_400) * 1000,
+  };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.VIDGEN_DATA_DIR || './data');
   let prices: PriceTable;
@@ -252,18 +300,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     worker: boolean(env, 'VIDGEN_WORKER', true),
     concurrency: {
       local: integer(env, 'VIDGEN_LOCAL_CONCURRENCY', 1, 0, 64),
-      byteplus: integer(env, 'VIDGEN_BYTEPLUS_CONCURRENCY', 16, 0, 1024),
+      byteplus: integer(env, 'VIDGEN_UPSTREAM_CREATE_CONCURRENCY', 16, 0, 1024),
       instant: integer(env, 'VIDGEN_INSTANT_CONCURRENCY', 64, 0, 1024),
     },
     jobLeaseMs: integer(env, 'VIDGEN_JOB_LEASE_SECONDS', 60, 1, 3600) * 1000,
     shutdownGraceMs: integer(env, 'VIDGEN_SHUTDOWN_GRACE_SECONDS', 25, 0, 3600) * 1000,
     providers: modelMap<ProviderName>(env, 'VIDGEN_PROVIDERS', 'local', PROVIDER_NAMES),
     instantDelayMs: integer(env, 'VIDGEN_INSTANT_DELAY_MS', 0, 0, 600_000),
-    byteplus: {
-      baseUrl: env.VIDGEN_BYTEPLUS_BASE_URL || 'https://ark.ap-southeast.bytepluses.com/api/v3',
-      apiKey: env.VIDGEN_BYTEPLUS_API_KEY || undefined,
-      modelIds: modelMap<string>(env, 'VIDGEN_BYTEPLUS_MODELS', ''),
-    },
+    upstream: upstream(env),
     media: { allowLoopback: boolean(env, 'VIDGEN_MEDIA_ALLOW_LOOPBACK', false), caFile: env.VIDGEN_MEDIA_CA_FILE || undefined },
     webhooks: {
       retryScheduleMs: retrySchedule(env),

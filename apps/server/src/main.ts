@@ -11,6 +11,7 @@ import { createMetrics } from './http/metrics.js';
 import { nodeServerOptions } from './http/node-server.js';
 import { systemClock } from './interfaces.js';
 import { withSafeErrors } from './logging.js';
+import { loadSigningSecret } from './files/storage.js';
 import { createOutputFiles, createPipelineWorker } from './pipeline.js';
 import { openBackend } from './store/open.js';
 
@@ -56,7 +57,11 @@ export async function runService(argv: string[]): Promise<void> {
   const shutdown = new AbortController();
   let listeningUrl = `http://127.0.0.1:${config.port}`;
   const files = createOutputFiles(config, () => listeningUrl);
-  const worker = runsWorker ? createPipelineWorker({ config, store, queue, pollMs: backend.workerPollMs, events, clock, logger, files }) : undefined;
+  // The upstream is asked for callbacks only where it can reach us (VIDGEN_PUBLIC_BASE_URL); the token signing them is per task.
+  const upstreamCallbackSecret = config.publicBaseUrl ? loadSigningSecret(config.dataDir, config.fileUrlSecret).toString('base64') : undefined;
+  const worker = runsWorker
+    ? createPipelineWorker({ config, store, queue, pollMs: backend.workerPollMs, events, clock, logger, files, callbackSecret: upstreamCallbackSecret })
+    : undefined;
   // Jobs enqueued by other processes (PostgreSQL NOTIFY at their commit) wake this worker at once.
   if (worker) backend.onJobEnqueued(() => worker.wake());
 
@@ -76,6 +81,7 @@ export async function runService(argv: string[]): Promise<void> {
       shutdown: shutdown.signal,
       wakeWorkers: () => worker?.wake(),
       files,
+      upstreamCallbackSecret,
     });
     // Requests being answered, so that a drain knows when the last one is done.
     const fetch: typeof app.fetch = async (request, ...rest) => {

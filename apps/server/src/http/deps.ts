@@ -46,6 +46,8 @@ export interface AppDeps {
   wakeWorkers?: () => void;
   /** Serves output files (GET /files/…); absent when this process serves none. */
   files?: OutputFiles;
+  /** Verifies the upstream's callback tokens (upstream/callback-token.ts); absent: no callbacks are asked for or taken. */
+  upstreamCallbackSecret?: string;
   /** Made by createApp from `config.keyCacheMs`. */
   apiKeyCache?: ApiKeyCache;
 }

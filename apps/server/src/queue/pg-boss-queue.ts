@@ -93,14 +93,15 @@ export class PgBossQueue implements JobQueue, PgJobs {
     await this.boss.stop({ graceful: false, wait: true, timeout: 1_000 }).catch(() => {});
   }
 
-  async enqueue(client: Queryable, job: { kind: Job['kind']; taskId: string; provider: string; maxAttempts: number; runAt: Date }, attempt = 1): Promise<void> {
+  /** `delayed`: start at `runAt` (a retry, a hand-back with a delay); otherwise at once, on the database's clock. */
+  async enqueue(client: Queryable, job: { kind: Job['kind']; taskId: string; provider: string; maxAttempts: number; runAt: Date }, attempt = 1, delayed = attempt > 1): Promise<void> {
     const data: JobData = { taskId: job.taskId, kind: job.kind, maxAttempts: job.maxAttempts, attempt };
     const id = await this.boss.send(laneOf(job.provider), data, {
       db: adapter(client),
       expireInSeconds: this.leaseSeconds,
       retryLimit: job.maxAttempts + 1,
       retryDelay: 0,
-      ...(attempt > 1 ? { startAfter: job.runAt } : {}),
+      ...(delayed ? { startAfter: job.runAt } : {}),
     });
     // pg-boss answers null instead of failing when it inserted nothing (an unknown lane): a task must never lack its job.
     if (!id) throw new Error(`the job for ${job.taskId} was not enqueued in lane ${laneOf(job.provider)}`);
@@ -154,8 +155,8 @@ export class PgBossQueue implements JobQueue, PgJobs {
     await this.handOn(input.jobId, input.runAt, { error: input.error }, 1);
   }
 
-  async release(input: { jobId: string; workerId: string; now: Date }): Promise<void> {
-    await this.handOn(input.jobId, input.now, { released: true }, 0);
+  async release(input: { jobId: string; workerId: string; now: Date; runAt?: Date }): Promise<void> {
+    await this.handOn(input.jobId, input.runAt ?? input.now, { released: true }, 0);
   }
 
   /** Completes this claim and sends its successor at `runAt`, in one transaction; `counted` 1 makes this claim an attempt. */
@@ -175,7 +176,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
       await this.finish(client, jobIdValue, 'completed', output);
       // Claims after lost leases count as attempts in the successor too.
       const attempt = data.attempt + (job.retry_count as number) + counted;
-      await this.enqueue(client, { kind: data.kind, taskId: data.taskId, provider, maxAttempts: data.maxAttempts, runAt }, attempt);
+      await this.enqueue(client, { kind: data.kind, taskId: data.taskId, provider, maxAttempts: data.maxAttempts, runAt }, attempt, true);
     });
   }
 

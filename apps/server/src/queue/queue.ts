@@ -30,8 +30,11 @@ export interface JobQueue {
   complete(jobId: string, now: Date): Promise<void>;
   /** Makes the job available again at `runAt` (backoff after an unexpected error). */
   retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void>;
-  /** Hands a running job back untouched (shutdown): available at once, this claim not counted as an attempt. */
-  release(input: { jobId: string; workerId: string; now: Date }): Promise<void>;
+  /**
+   * Hands a running job back untouched (shutdown; or no upstream channel has room yet): available at `runAt`
+   * (default at once), this claim not counted as an attempt.
+   */
+  release(input: { jobId: string; workerId: string; now: Date; runAt?: Date }): Promise<void>;
   /** Gives up on the job for good. */
   bury(input: { jobId: string; error: string; now: Date }): Promise<void>;
   /** Counts by state, for metrics and tests. */

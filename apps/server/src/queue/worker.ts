@@ -15,6 +15,8 @@ import type { OutputFiles } from '../files/storage.js';
 import type { Clock, TaskEvents } from '../interfaces.js';
 import type { GenerationResult, Provider, ReferenceMedia } from '../providers/provider.js';
 import type { Store, TaskRecord } from '../store/store.js';
+import type { Follower } from '../upstream/follower.js';
+import type { UpstreamSubmitter } from '../upstream/submitter.js';
 import type { DeliveryRunner } from '../webhooks/deliveries.js';
 import type { Job, JobQueue } from './queue.js';
 
@@ -48,6 +50,11 @@ export interface WorkerOptions {
   /** Runs `deliver` jobs (webhooks), in the `webhooks` lane of `concurrency`. */
   deliveries?: DeliveryRunner;
   /**
+   * The remote provider: the `generate` jobs of `lane` only create the upstream task (`submitter`), within the room
+   * its channels have; the `follower` then follows it, holding no slot. Started and stopped with the worker.
+   */
+  upstream?: { lane: string; submitter: UpstreamSubmitter; follower: Follower };
+  /**
    * How long a provider may take to stop once aborted (cancel, deadline, shutdown) before the
    * worker stops waiting for it (default 60 s): one that ignores its signal must not hold its slot forever.
    */
@@ -80,11 +87,13 @@ export function createWorker(options: WorkerOptions): Worker {
   /** Set once the shutdown bound has passed: a job claimed before it but not yet rendering is handed back too. */
   let handingBack = false;
   const busy = new Map<string, number>();
-  /** Each provider with a free slot, and how many it has. */
-  const free = () =>
-    Object.entries(options.concurrency)
-      .map(([provider, limit]) => ({ provider, slots: limit - (busy.get(provider) ?? 0) }))
-      .filter(({ slots }) => slots > 0);
+  /** Each provider with a free slot, and how many it has; the remote lane also within the room its channels have. */
+  const free = async () => {
+    const lanes = Object.entries(options.concurrency).map(([provider, limit]) => ({ provider, slots: limit - (busy.get(provider) ?? 0) }));
+    const remote = lanes.find(({ provider, slots }) => provider === options.upstream?.lane && slots > 0);
+    if (remote) remote.slots = Math.min(remote.slots, await options.upstream!.submitter.freeSlots());
+    return lanes.filter(({ slots }) => slots > 0);
+  };
   let started = false;
   /** The poll timer asked for a sweep (deadlines, expired outputs); pumps woken by work skip it. */
   let sweepDue = true;
@@ -124,7 +133,7 @@ export function createWorker(options: WorkerOptions): Worker {
           sweepDue = false;
           await sweep();
         }
-        const lanes = stopping ? [] : free();
+        const lanes = stopping ? [] : await free();
         const claims = await Promise.allSettled(
           lanes.map(({ provider, slots }) => queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, provider, limit: slots })),
         );
@@ -259,8 +268,24 @@ export function createWorker(options: WorkerOptions): Worker {
     }
   }
 
+  /** A remote lane's job creates the upstream task: short, but under a renewed lease like any job. */
+  async function runUpstreamCreate(job: Job): Promise<void> {
+    const heartbeat = setInterval(() => {
+      queue.extendLease({ jobId: job.id, workerId, now: clock.now(), leaseMs: options.leaseMs }).catch((error: unknown) =>
+        logger.warn({ err: error, jobId: job.id }, 'could not extend the lease'),
+      );
+    }, Math.max(50, Math.floor(options.leaseMs / 3)));
+    heartbeat.unref();
+    try {
+      await options.upstream!.submitter.run(job, workerId);
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
   async function runJob(job: Job): Promise<void> {
     if (job.kind === 'deliver') return runDelivery(job);
+    if (job.provider === options.upstream?.lane) return runUpstreamCreate(job);
     const log = logger.child({ taskId: job.taskId, jobId: job.id, attempt: job.attempts });
     if (job.attempts > job.maxAttempts) {
       // Claimed again after its workers kept dying: give up, refunded.
@@ -394,13 +419,18 @@ export function createWorker(options: WorkerOptions): Worker {
       started = true;
       void pump();
       schedule();
+      options.upstream?.follower.start();
     },
     wake() {
-      if (started && !stopping) void pump();
+      if (started && !stopping) {
+        void pump();
+        options.upstream?.follower.wake();
+      }
     },
     async stop({ graceMs }: { graceMs?: number } = {}) {
       stopping = true;
       cancelTimer?.();
+      const followerStopped = options.upstream?.follower.stop({ graceMs });
       const handBackAll = () => {
         handingBack = true;
         [...handBack].forEach((stopRender) => stopRender());
@@ -411,7 +441,7 @@ export function createWorker(options: WorkerOptions): Worker {
       try {
         // A claim under way when stopping began still starts its job: wait for it to count as running.
         await pumped;
-        await Promise.allSettled([...inFlight.values()]);
+        await Promise.allSettled([...inFlight.values(), followerStopped]);
       } finally {
         cancelGrace();
       }

@@ -4,7 +4,7 @@
  * PostgreSQL: parsed jsonb), which `read` says.
  */
 import type { Scope } from '../domain/keys.js';
-import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, TaskRecord } from './store.js';
+import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, TaskRecord, UpstreamChannelRecord, UpstreamTaskRecord } from './store.js';
 
 export type Row = Record<string, any>;
 
@@ -71,6 +71,38 @@ export function rowMappers(read: ColumnReader) {
       nextAttemptAt: date(row.next_attempt_at),
       createdAt: required(row.created_at),
       redeliveries: row.redeliveries,
+    }),
+
+    /** An upstream_tasks row joined with its task's status (`task_status`). */
+    toUpstreamTask: (row: Row): UpstreamTaskRecord => ({
+      taskId: row.task_id,
+      channel: row.channel,
+      state: row.state,
+      upstreamId: row.upstream_id,
+      upstreamStatus: row.upstream_status,
+      outcome: row.outcome,
+      videoUrl: row.video_url,
+      usage: row.completion_tokens === null && row.total_tokens === null ? null : { completionTokens: row.completion_tokens, totalTokens: row.total_tokens },
+      nextCheckAt: date(row.next_check_at),
+      downloadAttempts: row.download_attempts,
+      lastError: row.last_error,
+      createdAt: required(row.created_at),
+      updatedAt: required(row.updated_at),
+      endedAt: date(row.ended_at),
+      taskStatus: row.task_status,
+    }),
+
+    toUpstreamChannel: (row: Row): UpstreamChannelRecord => ({
+      name: row.name,
+      inFlight: Number(row.in_flight ?? 0),
+      consecutiveFailures: row.consecutive_failures,
+      cooldownUntil: date(row.cooldown_until),
+      lastError: row.last_error,
+      lastErrorAt: date(row.last_error_at),
+      creates: row.creates,
+      createFailures: row.create_failures,
+      lostCreates: row.lost_creates,
+      discardedResults: row.discarded_results,
     }),
 
     toLedgerEntry: (row: Row): LedgerEntry => ({

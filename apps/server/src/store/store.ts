@@ -107,6 +107,82 @@ export type StartOutcome = { kind: 'started'; task: TaskRecord } | { kind: 'not_
 export type CompleteOutcome = { kind: 'succeeded'; task: TaskRecord } | { kind: 'discarded'; status: TaskState | undefined };
 export type FailOutcome = { kind: 'failed'; task: TaskRecord } | { kind: 'already_terminal'; status: TaskState | undefined };
 
+/**
+ * An upstream task: the remote provider's side of a task (one row per task routed there). Written
+ * `creating` with its channel before the create is sent, `following` with the upstream id the moment
+ * the create answers, `downloading` once the upstream succeeded, `ended` with its outcome.
+ */
+export type UpstreamState = 'creating' | 'following' | 'downloading' | 'ended';
+/**
+ * How an upstream task ended: as the upstream ended it (`succeeded`, `failed`, `expired`, `cancelled`),
+ * `discarded` (it finished upstream after our task had ended: paid for, thrown away), `refused` (the
+ * create was refused for good), `lost` (the create's answer never came: it may exist upstream).
+ */
+export type UpstreamOutcome = 'succeeded' | 'failed' | 'expired' | 'cancelled' | 'discarded' | 'refused' | 'lost';
+
+export interface UpstreamUsage {
+  completionTokens: number | null;
+  totalTokens: number | null;
+}
+
+export interface UpstreamTaskRecord {
+  taskId: string;
+  channel: string;
+  state: UpstreamState;
+  upstreamId: string | null;
+  /** As last seen: queued, running, succeeded, failed, cancelled, expired. */
+  upstreamStatus: string | null;
+  outcome: UpstreamOutcome | null;
+  videoUrl: string | null;
+  usage: UpstreamUsage | null;
+  nextCheckAt: Date | null;
+  downloadAttempts: number;
+  lastError: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  endedAt: Date | null;
+  /** Our task's status: work for a task that has ended stops (cancel upstream, discard the result). */
+  taskStatus: TaskState;
+}
+
+/** A channel (one upstream account and region) as the store knows it: what it has in flight and its health. */
+export interface UpstreamChannelRecord {
+  name: string;
+  /** Upstream tasks of ours on it that are creating or queued/running upstream. */
+  inFlight: number;
+  consecutiveFailures: number;
+  /** Skipped for new creates until then. */
+  cooldownUntil: Date | null;
+  lastError: string | null;
+  lastErrorAt: Date | null;
+  creates: number;
+  createFailures: number;
+  lostCreates: number;
+  discardedResults: number;
+}
+
+export type ReserveUpstreamOutcome =
+  /** A slot on `channel` is this task's: send the create. */
+  | { kind: 'reserved'; channel: string; task: TaskRecord }
+  /** Every channel offered is full: the task stays queued. */
+  | { kind: 'full' }
+  /** The task has its upstream row already (a job claimed again): never create twice. */
+  | { kind: 'exists'; upstream: UpstreamTaskRecord }
+  /** The task is no longer queued (cancelled, timed out): nothing to create. */
+  | { kind: 'not_queued'; status: TaskState | undefined };
+
+/** Upstream usage against credits, per channel and model (the cost report). */
+export interface UpstreamUsageRow {
+  channel: string;
+  model: string;
+  tasks: number;
+  succeeded: number;
+  completionTokens: number;
+  totalTokens: number;
+  creditsCharged: number;
+  creditsRefunded: number;
+}
+
 export interface LedgerEntry {
   id: number;
   accountId: string;
@@ -227,4 +303,53 @@ export interface Store {
   clearOutputKey(id: string): Promise<void>;
   /** Deletes up to `limit` Idempotency-Keys whose replay window has passed; how many it deleted. */
   purgeExpiredIdempotencyKeys(input: { now: Date; limit: number }): Promise<number>;
+
+  // Upstream tasks (the remote provider). A cancel or a failure of the task makes its upstream row due
+  // for a check at once (cancelTask, failTask), so that the follower stops or discards it.
+  /**
+   * Takes a slot for a queued task on the first of `channels` (in order) whose upstream tasks in flight are
+   * under its limit, writing its `creating` row: one transaction, so concurrent workers never overfill a channel.
+   */
+  reserveUpstream(input: { taskId: string; channels: { name: string; limit: number }[]; now: Date }): Promise<ReserveUpstreamOutcome>;
+  /**
+   * The create was refused before the upstream took anything (429, 5xx, a quota error, unreachable): the row
+   * goes and the slot with it, so the task can go to another channel. `countFailure` counts it against the
+   * channel: `cooldownAfter` failures in a row put it in a cool-down of `cooldownMs`.
+   */
+  releaseUpstreamReservation(input: { taskId: string; channel: string; error: string; now: Date; countFailure: boolean; cooldownAfter: number; cooldownMs: number }): Promise<void>;
+  /**
+   * The create answered with the upstream id: recorded (`following`, next check at `nextCheckAt`), the channel's
+   * failures in a row reset, and the task moved queued → processing. A task that ended meanwhile is checked at once.
+   */
+  recordUpstreamCreated(input: { taskId: string; upstreamId: string; now: Date; nextCheckAt: Date }): Promise<{ task: TaskRecord | undefined; started: boolean }>;
+  /**
+   * Ends the upstream row with `outcome`, and in the same transaction completes the task (`complete`; a task
+   * that ended meanwhile makes the outcome `discarded`) or fails it refunded (`fail`). `changed`: the task moved.
+   */
+  endUpstream(input: {
+    taskId: string;
+    now: Date;
+    outcome: UpstreamOutcome;
+    upstreamStatus?: string;
+    error?: string;
+    fail?: { code: string; message: string };
+    complete?: { outputKey: string; outputUrl: string; outputExpiresAt: Date };
+  }): Promise<{ task: TaskRecord | undefined; changed: boolean; outcome: UpstreamOutcome }>;
+  /** Up to `limit` due rows to query (`check`: following) or to download (`download`), each leased to `workerId`. */
+  claimUpstreamWork(input: { kind: 'check' | 'download'; workerId: string; now: Date; leaseMs: number; limit: number }): Promise<UpstreamTaskRecord[]>;
+  /** Keeps a download's lease; false when the row is no longer this worker's. */
+  extendUpstreamLease(input: { taskId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean>;
+  /** Queried: the status seen and the next check; the lease is given back. */
+  recordUpstreamChecks(input: { workerId: string; now: Date; checks: { taskId: string; upstreamStatus: string; nextCheckAt: Date; error?: string }[] }): Promise<void>;
+  /** Succeeded upstream: `downloading`, due now, with the video URL and the upstream's usage. */
+  markUpstreamSucceeded(input: { taskId: string; videoUrl: string; usage: UpstreamUsage | null; now: Date }): Promise<void>;
+  /** A download failed: tried again at `nextAt`, counted. */
+  retryUpstreamDownload(input: { taskId: string; now: Date; nextAt: Date; error: string }): Promise<void>;
+  /** A hint (the upstream's callback): query the task at once. False when it is not being followed. */
+  requestUpstreamCheck(input: { taskId: string; now: Date }): Promise<boolean>;
+  getUpstreamTask(taskId: string): Promise<UpstreamTaskRecord | undefined>;
+  /** Every channel that has had an upstream task, with what it has in flight. */
+  listUpstreamChannels(): Promise<UpstreamChannelRecord[]>;
+  /** Tasks created in [from, to) that went upstream, summed per channel and model. */
+  upstreamUsageReport(input: { from: Date; to: Date }): Promise<UpstreamUsageRow[]>;
 }

@@ -50,6 +50,8 @@ export interface CreateTaskBody {
   duration: number;
   resolution: Resolution;
   watermark: boolean;
+  /** Where the upstream POSTs on status changes: a hint to query the task, never trusted as its result. */
+  callback_url?: string;
 }
 
 export const TASK_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'expired'] as const;
@@ -67,6 +69,8 @@ export interface UpstreamTask {
   videoUrl?: string;
   /** Present when `failed` (and sometimes `expired`). */
   error?: UpstreamError;
+  /** What the task cost upstream (`usage`), when the answer says. */
+  usage?: { completionTokens: number | null; totalTokens: number | null };
 }
 
 type Parsed<T> = { ok: true; value: T } | { ok: false; message: string };
@@ -164,7 +168,36 @@ export function parseTask(body: unknown): Parsed<UpstreamTask> {
     }
     task.videoUrl = url;
   }
+  if (isRecord(body.usage)) {
+    const count = (value: unknown) => (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null);
+    task.usage = { completionTokens: count(body.usage.completion_tokens), totalTokens: count(body.usage.total_tokens) };
+  }
   return { ok: true, value: task };
+}
+
+/**
+ * The list answer (`GET …/tasks?filter.task_ids=…`): `{ items: [task…], total }`. One malformed
+ * item fails the whole answer: acting on part of a page we cannot read is not safe.
+ */
+export function parseList(body: unknown): Parsed<UpstreamTask[]> {
+  if (!isRecord(body) || !Array.isArray(body.items)) return { ok: false, message: 'the list answer has no items array' };
+  const tasks: UpstreamTask[] = [];
+  for (const item of body.items) {
+    const parsed = parseTask(item);
+    if (!parsed.ok) return parsed;
+    tasks.push(parsed.value);
+  }
+  return { ok: true, value: tasks };
+}
+
+/**
+ * Whether a refused create is the channel's problem rather than the task's, so that another channel
+ * may take it: a rate or concurrency limit (429), the upstream failing (5xx), our account's key,
+ * quota or balance (401, 403, and the quota/overdue codes on any status).
+ */
+export function isChannelProblem(status: number, code: string | undefined): boolean {
+  if (status === 429 || status >= 500 || status === 401 || status === 403) return true;
+  return code !== undefined && /quota|ratelimit|overdue|insufficient|serveroverloaded|accountsuspended/i.test(code);
 }
 
 /**

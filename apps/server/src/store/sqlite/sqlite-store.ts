@@ -28,6 +28,12 @@ import type {
   SubmitOutcome,
   TaskPageQuery,
   TaskRecord,
+  ReserveUpstreamOutcome,
+  UpstreamChannelRecord,
+  UpstreamOutcome,
+  UpstreamTaskRecord,
+  UpstreamUsage,
+  UpstreamUsageRow,
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { GroupCommit } from './group-commit.js';
@@ -42,7 +48,7 @@ const ms = (date: Date | null | undefined) => (date ? date.getTime() : null);
 /** A job's id names its claim too (`<row id>.<claim>`): only the claim that holds a job can finish it. */
 const toJob = (row: Row): Job => ({ id: `${row.id}.${row.claims}`, taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
 
-const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry } = rowMappers({ date: (value) => (value === null || value === undefined ? null : new Date(value as number)), json: (value) => JSON.parse(value as string) });
+const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel } = rowMappers({ date: (value) => (value === null || value === undefined ? null : new Date(value as number)), json: (value) => JSON.parse(value as string) });
 
 export class SqliteStore implements Store, JobQueue {
   readonly db: Database.Database;
@@ -295,6 +301,8 @@ export class SqliteStore implements Store, JobQueue {
     if (!CANCELLABLE_STATES.includes(status)) return { kind: 'invalid_state', status };
     this.sql.cancelTask.run({ id: input.id, now: ms(input.now) });
     this.refundNow(row, 'cancelled', input.now);
+    // Its upstream task, if any, is stopped (queued upstream) or its result discarded: the follower looks now.
+    this.sql.upstreamDueNow.run({ task_id: input.id, now: ms(input.now) });
     const cancelled = this.sql.selectTask.get(key) as Row;
     if (!cancelled.webhook_url) return { kind: 'cancelled', task: toTask(cancelled) };
     this.enqueueWebhookNow(input.id, input.now, cancelled);
@@ -328,29 +336,34 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
-    return this.group.write(() => {
-      const changed = this.sql.completeTask.run({
-        id: input.id,
-        now: ms(input.now),
-        output_key: input.outputKey,
-        output_url: input.outputUrl,
-        output_expires_at: ms(input.outputExpiresAt),
-      }).changes;
-      if (changed === 1) this.enqueueWebhookNow(input.id, input.now);
-      const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
-      return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
-    });
+    return this.group.write(() => this.completeTaskNow(input));
+  }
+
+  private completeTaskNow(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): CompleteOutcome {
+    const changed = this.sql.completeTask.run({
+      id: input.id,
+      now: ms(input.now),
+      output_key: input.outputKey,
+      output_url: input.outputUrl,
+      output_expires_at: ms(input.outputExpiresAt),
+    }).changes;
+    if (changed === 1) this.enqueueWebhookNow(input.id, input.now);
+    const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
+    return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
   }
 
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
-    return this.group.write(() => {
-      const changed = this.sql.failTask.run({ id: input.id, now: ms(input.now), code: input.code, message: input.message }).changes;
-      const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
-      if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
-      this.refundNow(row, input.code, input.now);
-      this.enqueueWebhookNow(input.id, input.now);
-      return { kind: 'failed', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
-    });
+    return this.group.write(() => this.failTaskNow(input));
+  }
+
+  private failTaskNow(input: { id: string; now: Date; code: string; message: string }): FailOutcome {
+    const changed = this.sql.failTask.run({ id: input.id, now: ms(input.now), code: input.code, message: input.message }).changes;
+    const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
+    if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
+    this.refundNow(row, input.code, input.now);
+    this.enqueueWebhookNow(input.id, input.now);
+    this.sql.upstreamDueNow.run({ task_id: input.id, now: ms(input.now) });
+    return { kind: 'failed', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
   }
 
   async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
@@ -449,6 +462,163 @@ export class SqliteStore implements Store, JobQueue {
     return this.group.write(() => this.sql.rotateWebhookSecret.run({ id: input.accountId, secret: input.secret, until: ms(input.previousValidUntil) }).changes === 1);
   }
 
+  // --- Upstream tasks ---------------------------------------------------------
+
+  reserveUpstream(input: { taskId: string; channels: { name: string; limit: number }[]; now: Date }): Promise<ReserveUpstreamOutcome> {
+    return this.group.write((): ReserveUpstreamOutcome => {
+      const existing = this.sql.selectUpstreamTask.get(input.taskId) as Row | undefined;
+      if (existing) return { kind: 'exists', upstream: toUpstreamTask(existing) };
+      const task = this.sql.selectTaskById.get(input.taskId) as Row | undefined;
+      if (task?.status !== TASK_STATES.queued) return { kind: 'not_queued', status: task?.status };
+      for (const channel of input.channels) {
+        if ((this.sql.countUpstreamInFlight.get(channel.name) as number) >= channel.limit) continue;
+        this.sql.insertUpstreamChannel.run(channel.name);
+        this.sql.insertUpstreamTask.run({ task_id: input.taskId, channel: channel.name, now: ms(input.now) });
+        return { kind: 'reserved', channel: channel.name, task: toTask(task) };
+      }
+      return { kind: 'full' };
+    });
+  }
+
+  releaseUpstreamReservation(input: { taskId: string; channel: string; error: string; now: Date; countFailure: boolean; cooldownAfter: number; cooldownMs: number }): Promise<void> {
+    return this.group.write(() => {
+      this.sql.deleteUpstreamReservation.run({ task_id: input.taskId, channel: input.channel });
+      if (!input.countFailure) return;
+      this.sql.insertUpstreamChannel.run(input.channel);
+      this.sql.recordChannelFailure.run({
+        name: input.channel,
+        error: input.error,
+        now: ms(input.now),
+        after: input.cooldownAfter,
+        cooldown_until: input.now.getTime() + input.cooldownMs,
+      });
+    });
+  }
+
+  recordUpstreamCreated(input: { taskId: string; upstreamId: string; now: Date; nextCheckAt: Date }): Promise<{ task: TaskRecord | undefined; started: boolean }> {
+    return this.group.write(() => {
+      const row = this.sql.selectUpstreamTask.get(input.taskId) as Row | undefined;
+      if (!row || row.state !== 'creating') throw new Error(`upstream task of ${input.taskId} is not being created`);
+      const started = this.sql.startQueuedTask.run({ id: input.taskId, now: ms(input.now) }).changes === 1;
+      // A task that ended while its create was on the wire: the follower cancels it upstream at once.
+      const nextCheckAt = started ? input.nextCheckAt : input.now;
+      this.sql.recordUpstreamCreated.run({ task_id: input.taskId, upstream_id: input.upstreamId, now: ms(input.now), next_check_at: ms(nextCheckAt) });
+      this.sql.recordChannelCreate.run(row.channel);
+      const task = this.sql.selectTaskById.get(input.taskId) as Row | undefined;
+      return { task: task && toTask(task), started };
+    });
+  }
+
+  endUpstream(input: Parameters<Store['endUpstream']>[0]): Promise<{ task: TaskRecord | undefined; changed: boolean; outcome: UpstreamOutcome }> {
+    return this.group.write(() => {
+      const row = this.sql.selectUpstreamTask.get(input.taskId) as Row | undefined;
+      if (!row) throw new Error(`no upstream task for ${input.taskId}`);
+      let outcome = input.outcome;
+      let changed = false;
+      if (input.complete) {
+        changed = this.completeTaskNow({ id: input.taskId, now: input.now, ...input.complete }).kind === 'succeeded';
+        if (!changed) outcome = 'discarded';
+      } else if (input.fail) {
+        changed = this.failTaskNow({ id: input.taskId, now: input.now, ...input.fail }).kind === 'failed';
+      }
+      if (row.state !== 'ended') {
+        this.sql.endUpstreamTask.run({
+          task_id: input.taskId,
+          outcome,
+          upstream_status: input.upstreamStatus ?? null,
+          error: input.error ?? null,
+          now: ms(input.now),
+        });
+        this.sql.countChannelOutcome.run({ name: row.channel, lost: outcome === 'lost' ? 1 : 0, discarded: outcome === 'discarded' ? 1 : 0 });
+      }
+      const task = this.sql.selectTaskById.get(input.taskId) as Row | undefined;
+      return { task: task && toTask(task), changed, outcome };
+    });
+  }
+
+  claimUpstreamWork(input: { kind: 'check' | 'download'; workerId: string; now: Date; leaseMs: number; limit: number }): Promise<UpstreamTaskRecord[]> {
+    if (input.limit < 1) return Promise.resolve([]);
+    return this.group.write(() => {
+      const ids = this.sql.claimUpstreamWork.pluck().all({
+        state: input.kind === 'check' ? 'following' : 'downloading',
+        worker: input.workerId,
+        now: ms(input.now),
+        lease_until: input.now.getTime() + input.leaseMs,
+        limit: input.limit,
+      }) as string[];
+      return ids.map((id) => toUpstreamTask(this.sql.selectUpstreamTask.get(id) as Row));
+    });
+  }
+
+  extendUpstreamLease(input: { taskId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean> {
+    return this.group.write(
+      () => this.sql.extendUpstreamLease.run({ task_id: input.taskId, worker: input.workerId, lease_until: input.now.getTime() + input.leaseMs }).changes === 1,
+    );
+  }
+
+  recordUpstreamChecks(input: { workerId: string; now: Date; checks: { taskId: string; upstreamStatus: string; nextCheckAt: Date; error?: string }[] }): Promise<void> {
+    if (input.checks.length === 0) return Promise.resolve();
+    return this.group.write(() => {
+      for (const check of input.checks) {
+        this.sql.recordUpstreamCheck.run({
+          task_id: check.taskId,
+          worker: input.workerId,
+          upstream_status: check.upstreamStatus,
+          next_check_at: ms(check.nextCheckAt),
+          error: check.error ?? null,
+          now: ms(input.now),
+        });
+      }
+    });
+  }
+
+  markUpstreamSucceeded(input: { taskId: string; videoUrl: string; usage: UpstreamUsage | null; now: Date }): Promise<void> {
+    return this.group.write(
+      () =>
+        void this.sql.markUpstreamSucceeded.run({
+          task_id: input.taskId,
+          video_url: input.videoUrl,
+          completion_tokens: input.usage?.completionTokens ?? null,
+          total_tokens: input.usage?.totalTokens ?? null,
+          now: ms(input.now),
+        }),
+    );
+  }
+
+  retryUpstreamDownload(input: { taskId: string; now: Date; nextAt: Date; error: string }): Promise<void> {
+    return this.group.write(() => void this.sql.retryUpstreamDownload.run({ task_id: input.taskId, next_at: ms(input.nextAt), error: input.error, now: ms(input.now) }));
+  }
+
+  requestUpstreamCheck(input: { taskId: string; now: Date }): Promise<boolean> {
+    return this.group.write(() => this.sql.requestUpstreamCheck.run({ task_id: input.taskId, now: ms(input.now) }).changes === 1);
+  }
+
+  getUpstreamTask(taskId: string): Promise<UpstreamTaskRecord | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectUpstreamTask.get(taskId) as Row | undefined;
+      return row && toUpstreamTask(row);
+    });
+  }
+
+  listUpstreamChannels(): Promise<UpstreamChannelRecord[]> {
+    return this.group.read(() => (this.sql.selectUpstreamChannels.all() as Row[]).map(toUpstreamChannel));
+  }
+
+  upstreamUsageReport(input: { from: Date; to: Date }): Promise<UpstreamUsageRow[]> {
+    return this.group.read(() =>
+      (this.sql.upstreamUsageReport.all({ from: ms(input.from), to: ms(input.to) }) as Row[]).map((r) => ({
+        channel: r.channel,
+        model: r.model,
+        tasks: r.tasks,
+        succeeded: r.succeeded,
+        completionTokens: r.completion_tokens,
+        totalTokens: r.total_tokens,
+        creditsCharged: r.credits_charged,
+        creditsRefunded: r.credits_refunded,
+      })),
+    );
+  }
+
   // --- JobQueue -------------------------------------------------------------
 
   claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
@@ -480,8 +650,10 @@ export class SqliteStore implements Store, JobQueue {
     return this.group.write(() => void this.sql.retryJob.run({ ...claimOf(input.jobId), run_at: ms(input.runAt), error: input.error, now: ms(input.now) }));
   }
 
-  release(input: { jobId: string; workerId: string; now: Date }): Promise<void> {
-    return this.group.write(() => void this.sql.releaseJob.run({ ...claimOf(input.jobId), worker: input.workerId, now: ms(input.now) }));
+  release(input: { jobId: string; workerId: string; now: Date; runAt?: Date }): Promise<void> {
+    return this.group.write(
+      () => void this.sql.releaseJob.run({ ...claimOf(input.jobId), worker: input.workerId, now: ms(input.now), run_at: ms(input.runAt ?? input.now) }),
+    );
   }
 
   bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
@@ -613,7 +785,7 @@ function prepareStatements(db: Database.Database) {
        WHERE id = @id AND state = 'leased' AND claims = @claim`,
     ),
     releaseJob: db.prepare(
-      `UPDATE jobs SET state = 'available', run_at = @now, attempts = attempts - 1, lease_until = NULL, leased_by = NULL, updated_at = @now
+      `UPDATE jobs SET state = 'available', run_at = @run_at, attempts = attempts - 1, lease_until = NULL, leased_by = NULL, updated_at = @now
        WHERE id = @id AND state = 'leased' AND claims = @claim AND leased_by = @worker`,
     ),
     countJobs: db.prepare('SELECT state, count(*) AS count FROM jobs GROUP BY state'),
@@ -662,5 +834,74 @@ function prepareStatements(db: Database.Database) {
     ),
     countActiveTasks: db.prepare(`SELECT count(*) FROM tasks WHERE account_id = ? AND status IN ${inList(ACTIVE_STATES)}`).pluck(),
     countTasksByStatus: db.prepare('SELECT status, count(*) AS count FROM tasks GROUP BY status'),
+    // --- Upstream tasks
+    selectUpstreamTask: db.prepare('SELECT u.*, t.status AS task_status FROM upstream_tasks u JOIN tasks t ON t.id = u.task_id WHERE u.task_id = ?'),
+    countUpstreamInFlight: db.prepare("SELECT count(*) FROM upstream_tasks WHERE channel = ? AND state IN ('creating', 'following')").pluck(),
+    insertUpstreamChannel: db.prepare('INSERT INTO upstream_channels (name) VALUES (?) ON CONFLICT DO NOTHING'),
+    insertUpstreamTask: db.prepare(
+      `INSERT INTO upstream_tasks (task_id, channel, state, created_at, updated_at) VALUES (@task_id, @channel, 'creating', @now, @now)`,
+    ),
+    deleteUpstreamReservation: db.prepare(`DELETE FROM upstream_tasks WHERE task_id = @task_id AND channel = @channel AND state = 'creating'`),
+    recordChannelFailure: db.prepare(
+      `UPDATE upstream_channels SET consecutive_failures = consecutive_failures + 1, create_failures = create_failures + 1,
+                                   last_error = @error, last_error_at = @now,
+                                   cooldown_until = CASE WHEN consecutive_failures + 1 >= @after THEN @cooldown_until ELSE cooldown_until END
+       WHERE name = @name`,
+    ),
+    recordChannelCreate: db.prepare('UPDATE upstream_channels SET creates = creates + 1, consecutive_failures = 0, cooldown_until = NULL WHERE name = ?'),
+    startQueuedTask: db.prepare(`UPDATE tasks SET status = 'processing', updated_at = @now WHERE id = @id AND status = 'queued'`),
+    recordUpstreamCreated: db.prepare(
+      `UPDATE upstream_tasks SET state = 'following', upstream_id = @upstream_id, upstream_status = 'queued', next_check_at = @next_check_at, updated_at = @now
+       WHERE task_id = @task_id AND state = 'creating'`,
+    ),
+    endUpstreamTask: db.prepare(
+      `UPDATE upstream_tasks SET state = 'ended', outcome = @outcome, upstream_status = coalesce(@upstream_status, upstream_status),
+                                last_error = coalesce(@error, last_error), next_check_at = NULL, lease_until = NULL, leased_by = NULL,
+                                updated_at = @now, ended_at = @now
+       WHERE task_id = @task_id`,
+    ),
+    countChannelOutcome: db.prepare(
+      'UPDATE upstream_channels SET lost_creates = lost_creates + @lost, discarded_results = discarded_results + @discarded WHERE name = @name',
+    ),
+    upstreamDueNow: db.prepare(
+      `UPDATE upstream_tasks SET next_check_at = @now WHERE task_id = @task_id AND state IN ('following', 'downloading') AND next_check_at > @now`,
+    ),
+    claimUpstreamWork: db.prepare(
+      `UPDATE upstream_tasks SET lease_until = @lease_until, leased_by = @worker
+       WHERE task_id IN (SELECT task_id FROM upstream_tasks INDEXED BY upstream_tasks_due
+                         WHERE state IN ('following', 'downloading') AND state = @state AND next_check_at <= @now
+                           AND (lease_until IS NULL OR lease_until <= @now)
+                         ORDER BY next_check_at LIMIT @limit)
+       RETURNING task_id`,
+    ),
+    extendUpstreamLease: db.prepare('UPDATE upstream_tasks SET lease_until = @lease_until WHERE task_id = @task_id AND leased_by = @worker AND state != \'ended\''),
+    recordUpstreamCheck: db.prepare(
+      `UPDATE upstream_tasks SET upstream_status = @upstream_status, next_check_at = @next_check_at, last_error = coalesce(@error, last_error),
+                                lease_until = NULL, leased_by = NULL, updated_at = @now
+       WHERE task_id = @task_id AND state = 'following' AND leased_by = @worker`,
+    ),
+    markUpstreamSucceeded: db.prepare(
+      `UPDATE upstream_tasks SET state = 'downloading', upstream_status = 'succeeded', video_url = @video_url, completion_tokens = @completion_tokens,
+                                total_tokens = @total_tokens, next_check_at = @now, lease_until = NULL, leased_by = NULL, updated_at = @now
+       WHERE task_id = @task_id AND state = 'following'`,
+    ),
+    retryUpstreamDownload: db.prepare(
+      `UPDATE upstream_tasks SET download_attempts = download_attempts + 1, last_error = @error, next_check_at = @next_at,
+                                lease_until = NULL, leased_by = NULL, updated_at = @now
+       WHERE task_id = @task_id AND state = 'downloading'`,
+    ),
+    requestUpstreamCheck: db.prepare(`UPDATE upstream_tasks SET next_check_at = min(next_check_at, @now) WHERE task_id = @task_id AND state = 'following'`),
+    selectUpstreamChannels: db.prepare(
+      `SELECT c.*, (SELECT count(*) FROM upstream_tasks u WHERE u.channel = c.name AND u.state IN ('creating', 'following')) AS in_flight
+       FROM upstream_channels c ORDER BY c.name`,
+    ),
+    upstreamUsageReport: db.prepare(
+      `SELECT u.channel, t.model, count(*) AS tasks, sum(t.status = 'succeeded') AS succeeded,
+              coalesce(sum(u.completion_tokens), 0) AS completion_tokens, coalesce(sum(u.total_tokens), 0) AS total_tokens,
+              sum(t.credits_charged) AS credits_charged, sum(t.credits_refunded) AS credits_refunded
+       FROM upstream_tasks u JOIN tasks t ON t.id = u.task_id
+       WHERE t.created_at >= @from AND t.created_at < @to
+       GROUP BY u.channel, t.model ORDER BY u.channel, t.model`,
+    ),
   };
 }
