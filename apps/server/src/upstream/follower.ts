@@ -265,7 +265,11 @@ export function createFollower(options: FollowerOptions): Follower {
       again = true;
       return;
     }
-    round = (async () => {
+    round = rounds();
+  }
+
+  async function rounds(): Promise<void> {
+    try {
       do {
         again = false;
         try {
@@ -275,10 +279,11 @@ export function createFollower(options: FollowerOptions): Follower {
           logger.error({ err: error }, 'following upstream tasks failed: tried again next round');
         }
       } while (again && !stopping);
-    })().finally(() => {
+    } finally {
+      // In the same turn as the last look at `again`: a wake after it starts a new round instead of being lost.
       round = undefined;
       settleIdle();
-    });
+    }
   }
 
   function schedule(): void {

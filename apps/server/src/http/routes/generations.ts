@@ -196,6 +196,8 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
       case 'cancelled':
         events.publish(id, outcome.task.status);
         deps.metrics?.creditsRefunded(outcome.task.creditsRefunded);
+        // An upstream task of it is due for a check now (cancelled there, or its result to be discarded): the follower looks.
+        deps.wakeWorkers?.();
         break;
       case 'already_cancelled':
         break;

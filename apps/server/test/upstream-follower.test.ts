@@ -1,0 +1,273 @@
+/**
+ * The submitter and the follower over a real store (SQLite and PostgreSQL) and a loopback stand-in of
+ * the upstream, driven by a manual clock: batched following, every upstream ending mapped and refunded
+ * once, cancels passed upstream or results discarded, callbacks as hints, download retries, and two
+ * workers sharing the following without doing a task twice.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { ModelId } from '../src/domain/catalog.js';
+import { createLocalOutputFiles } from '../src/files/storage.js';
+import { createUpstreamClient } from '../src/providers/byteplus/client.js';
+import type { Provider } from '../src/providers/provider.js';
+import type { Worker } from '../src/queue/worker.js';
+import type { Backend } from '../src/store/open.js';
+import type { Store } from '../src/store/store.js';
+import type { ChannelConfig } from '../src/upstream/channels.js';
+import { createFollower, type Follower } from '../src/upstream/follower.js';
+import { createUpstreamSubmitter } from '../src/upstream/submitter.js';
+import { SUBMIT, testConfig, testWorker, until, validSubmit, type Harness } from './support.js';
+import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
+import { type BytePlusStandin, errorReply, makeTestVideo, scripts, startBytePlusStandin } from './support/byteplus-standin.js';
+
+const API_KEY = 'ark-follower-test';
+const TASKS = '/contents/generations/tasks';
+const MODEL_IDS: Partial<Record<ModelId, string>> = { 'vidgen-2.0': 'dreamina-seedance-2-0-260128', 'vidgen-2.0-fast': 'dreamina-seedance-2-0-fast-260128', 'vidgen-1.5-pro': 'seedance-1-5-pro-251215' };
+const POLL_MS = 1_000;
+
+let dir: string;
+let standin: BytePlusStandin;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'vidgen-follower-'));
+  standin = await startBytePlusStandin({ apiKey: API_KEY, video: readFileSync(await makeTestVideo(dir)) });
+});
+afterAll(async () => {
+  await standin.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Never called: the byteplus lane's jobs go to the submitter. */
+const noRenderer: Provider = { name: 'byteplus', needsLocalMedia: false, generate: () => Promise.reject(new Error('not a renderer')) };
+
+interface Setup extends Harness<Store> {
+  worker: Worker;
+  follower: Follower;
+  outputs: string;
+  /** A second worker process on the same store: its own submitter, follower and worker id. */
+  another(): { worker: Worker; follower: Follower };
+}
+
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  standin.reset();
+});
+
+describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }) => {
+  let opened: OpenedBackend;
+  beforeAll(async () => {
+    if (!skip) opened = await open();
+  });
+  afterAll(async () => opened?.done());
+
+  async function setup(options: { downloadAttempts?: number } = {}): Promise<Setup> {
+    const backend: Backend = await opened.fresh();
+    const outputs = mkdtempSync(join(dir, 'outputs-'));
+    const files = createLocalOutputFiles({ directory: outputs, publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('test-secret') });
+    const workers: Worker[] = [];
+    const h = backendHarness(backend, {
+      config: testConfig({ providers: { 'vidgen-2.0': 'byteplus', 'vidgen-2.0-fast': 'byteplus', 'vidgen-1.5-pro': 'byteplus' } }),
+      wakeWorkers: () => workers.forEach((w) => w.wake()),
+      files,
+    });
+    backend.onJobEnqueued(() => workers.forEach((w) => w.wake()));
+    const channel: ChannelConfig = { name: 'main', kind: 'byteplus', baseUrl: standin.baseUrl, apiKey: API_KEY, modelIds: MODEL_IDS, maxInFlight: 1_000, priority: 0, weight: 1 };
+    const client = createUpstreamClient({ baseUrl: standin.baseUrl, apiKey: API_KEY, requestTimeoutMs: 5_000 });
+    let n = 0;
+    const process = () => {
+      const id = `test_${++n}`;
+      let worker: Worker | undefined;
+      const follower = createFollower({
+        store: h.store,
+        clock: h.clock,
+        logger: h.deps.logger,
+        events: h.deps.events,
+        clients: new Map([['main', client]]),
+        files,
+        workDir: join(dir, `work-${id}`),
+        workerId: `follower_${id}`,
+        pollMs: POLL_MS,
+        batchSize: 100,
+        leaseMs: 60_000,
+        downloadConcurrency: 8,
+        downloadAttempts: options.downloadAttempts ?? 3,
+        outputTtlMs: 7 * 24 * 3600_000,
+        onSlotFreed: () => worker?.wake(),
+      });
+      const submitter = createUpstreamSubmitter({
+        store: h.store,
+        queue: backend.queue,
+        events: h.deps.events,
+        clock: h.clock,
+        logger: h.deps.logger,
+        channels: [{ config: channel, client }],
+        pollMs: POLL_MS,
+        cooldownAfter: 3,
+        cooldownMs: 30_000,
+      });
+      worker = testWorker(h, { provider: noRenderer, files, workDir: join(dir, `work-${id}`), queue: backend.queue, concurrency: { byteplus: 16 }, upstream: { lane: 'byteplus', submitter, follower } });
+      workers.push(worker);
+      cleanups.push(() => worker!.stop({ graceMs: 0 }));
+      worker.start();
+      return { worker, follower };
+    };
+    const first = process();
+    return { ...h, ...first, outputs, another: process };
+  }
+
+  async function submit(s: Setup, key: string, count: number, body: Record<string, unknown> = validSubmit()): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const res = await s.request('POST', SUBMIT, { key, body });
+      expect(res.status).toBe(202);
+      ids.push(((await res.json()) as { requestId: string }).requestId);
+    }
+    return ids;
+  }
+
+  /** One at a time, each created upstream before the next: the stand-in's scripts go to them in this order. */
+  async function submitInOrder(s: Setup, key: string, count: number): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const [id] = await submit(s, key, 1);
+      await created(s, [id!]);
+      ids.push(id!);
+    }
+    return ids;
+  }
+
+  const statusOf = async (s: Setup, id: string) => (await s.store.findTask(id))!.status;
+  const upstreamOf = async (s: Setup, id: string) => (await s.store.getUpstreamTask(id))!;
+  /** Waits until every task's upstream row is past `creating` (the create answered and was recorded). */
+  const created = (s: Setup, ids: string[]) => until(async () => (await Promise.all(ids.map((id) => s.store.getUpstreamTask(id)))).every((u) => u && u.state !== 'creating'));
+  /** One polling period: the follower's round runs, and this waits for it and its downloads. */
+  async function round(s: Setup, follower: Follower = s.follower): Promise<void> {
+    s.clock.advance(POLL_MS);
+    await follower.idle();
+  }
+  const refunds = async (s: Setup, accountId: string) => (await s.store.listLedger(accountId)).filter((e) => e.kind === 'refund').length;
+
+  it.skipIf(skip)('follows 250 tasks with 3 list requests a round, none on its own, and completes each with its video', async () => {
+    const s = await setup();
+    const { key, accountId } = await s.account();
+    for (let i = 0; i < 250; i++) standin.enqueue(scripts.succeedsAfter(1));
+    const ids = await submit(s, key, 250);
+    await created(s, ids);
+    expect(standin.requestsTo('POST', TASKS)).toHaveLength(250);
+
+    await round(s);
+    expect(standin.listed().map((batch) => batch.length).sort((a, b) => a - b)).toEqual([50, 100, 100]);
+    expect(await statusOf(s, ids[0]!)).toBe('processing');
+    await round(s);
+    await until(async () => (await Promise.all(ids.map((id) => statusOf(s, id)))).every((status) => status === 'succeeded'));
+    expect(standin.listed()).toHaveLength(6);
+    // Only list requests: no task was queried on its own.
+    expect(standin.requestsTo('GET', TASKS).filter((r) => r.path !== `/api/v3${TASKS}`)).toHaveLength(0);
+    const task = await s.store.findTask(ids[0]!);
+    expect(existsSync(join(s.outputs, task!.outputKey!))).toBe(true);
+    expect(await upstreamOf(s, ids[0]!)).toMatchObject({ state: 'ended', outcome: 'succeeded', usage: { completionTokens: 108900, totalTokens: 108900 } });
+    expect(await refunds(s, accountId)).toBe(0);
+  });
+
+  it.skipIf(skip)('maps every upstream ending to the contract and refunds each exactly once', async () => {
+    const s = await setup();
+    const { key, accountId } = await s.account();
+    standin.enqueue(scripts.expires());
+    standin.enqueue(scripts.failsWith('OutputVideoSensitiveContentDetected', 'The output video may contain sensitive content.'));
+    standin.enqueue(scripts.failsWith('InternalServiceError', 'The service encountered an unexpected internal error.'));
+    standin.enqueue(scripts.rejectedAtCreate('InputTextSensitiveContentDetected', 'The input text may contain sensitive content.'));
+    const ids = await submitInOrder(s, key, 4);
+    await round(s);
+    await round(s);
+    await until(async () => (await Promise.all(ids.map((id) => statusOf(s, id)))).every((status) => status === 'failed'));
+    const codes = await Promise.all(ids.map(async (id) => (await s.store.findTask(id))!.errorCode));
+    expect(codes).toEqual(['timeout', 'content_rejected', 'provider_error', 'content_rejected']);
+    expect((await Promise.all(ids.map((id) => upstreamOf(s, id)))).map((u) => u.outcome)).toEqual(['expired', 'failed', 'failed', 'refused']);
+    await round(s);
+    expect(await refunds(s, accountId)).toBe(4);
+    expect(await s.store.auditBalance(accountId)).toMatchObject({ balance: 1_000_000 });
+  });
+
+  it.skipIf(skip)('cancels a task still queued upstream there, and discards (and counts) the result of one that was running', async () => {
+    const s = await setup();
+    const { key, accountId } = await s.account();
+    standin.enqueue(scripts.queuedForever());
+    standin.enqueue(scripts.held());
+    const [queued, running] = await submitInOrder(s, key, 2);
+    await round(s);
+
+    for (const id of [queued, running]) expect((await s.request('POST', `${SUBMIT}/${id}/cancel`, { key })).status).toBe(200);
+    // Refunded at once, whatever the upstream does next.
+    expect(await refunds(s, accountId)).toBe(2);
+    // The cancel made both due: the follower looks without waiting for its period.
+    await until(async () => standin.requestsTo('DELETE', TASKS).length >= 1);
+    await until(async () => (await upstreamOf(s, queued!)).state === 'ended');
+    expect(await upstreamOf(s, queued!)).toMatchObject({ outcome: 'cancelled', upstreamStatus: 'cancelled' });
+
+    expect((await upstreamOf(s, running!)).state).toBe('following');
+    standin.finish();
+    await round(s);
+    await until(async () => (await upstreamOf(s, running!)).state === 'ended');
+    expect(await upstreamOf(s, running!)).toMatchObject({ outcome: 'discarded', usage: { totalTokens: 108900 } });
+    expect(await statusOf(s, running!)).toBe('cancelled');
+    // Not downloaded: nothing of it is kept.
+    expect(standin.requests.filter((r) => r.path.startsWith('/media/'))).toHaveLength(0);
+    expect((await s.store.listUpstreamChannels())[0]).toMatchObject({ discardedResults: 1, inFlight: 0 });
+    expect(await refunds(s, accountId)).toBe(2);
+  });
+
+  it.skipIf(skip)('queries a task at once on a callback hint, and not before', async () => {
+    const s = await setup();
+    const { key } = await s.account();
+    standin.enqueue(scripts.succeedsAfter(0));
+    const [id] = await submit(s, key, 1);
+    await created(s, [id!]);
+    expect(standin.listed()).toHaveLength(0);
+    expect(await s.store.requestUpstreamCheck({ taskId: id!, now: s.clock.now() })).toBe(true);
+    s.worker.wake();
+    await until(async () => (await statusOf(s, id!)) === 'succeeded');
+    expect(standin.listed()).toHaveLength(1);
+    expect(await s.store.requestUpstreamCheck({ taskId: id!, now: s.clock.now() })).toBe(false);
+  });
+
+  it.skipIf(skip)('retries a failed download, then fails the task refunded after the last attempt', async () => {
+    const s = await setup({ downloadAttempts: 2 });
+    const { key, accountId } = await s.account();
+    standin.enqueue({ ...scripts.succeedsAfter(0), download: errorReply(503, 'ServiceUnavailable', 'Try again.') });
+    const [id] = await submit(s, key, 1);
+    await created(s, [id!]);
+    await round(s);
+    await until(async () => (await upstreamOf(s, id!)).downloadAttempts === 1);
+    expect(await statusOf(s, id!)).toBe('processing');
+    s.clock.advance(5_000);
+    await until(async () => (await statusOf(s, id!)) === 'failed');
+    expect((await s.store.findTask(id!))!.errorCode).toBe('provider_error');
+    expect(await upstreamOf(s, id!)).toMatchObject({ state: 'ended', outcome: 'failed' });
+    expect(await refunds(s, accountId)).toBe(1);
+  });
+
+  it.skipIf(skip)('shares the following between two workers: each task listed once a round and completed once', async () => {
+    const s = await setup();
+    const second = s.another();
+    const { key, accountId } = await s.account();
+    for (let i = 0; i < 120; i++) standin.enqueue(scripts.succeedsAfter(1));
+    const ids = await submit(s, key, 120);
+    await created(s, ids);
+    expect(standin.requestsTo('POST', TASKS)).toHaveLength(120);
+    // Both followers' timers fire in the same period.
+    s.clock.advance(POLL_MS);
+    await Promise.all([s.follower.idle(), second.follower.idle()]);
+    const listedOnce = standin.listed().flat();
+    expect(listedOnce).toHaveLength(120);
+    expect(new Set(listedOnce).size).toBe(120);
+    s.clock.advance(POLL_MS);
+    await Promise.all([s.follower.idle(), second.follower.idle()]);
+    await until(async () => (await Promise.all(ids.map((id) => statusOf(s, id)))).every((status) => status === 'succeeded'));
+    expect(standin.listed().flat()).toHaveLength(240);
+    expect((await s.store.listLedger(accountId)).filter((e) => e.kind === 'charge')).toHaveLength(120);
+    expect(await refunds(s, accountId)).toBe(0);
+  });
+});
