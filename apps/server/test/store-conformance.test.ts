@@ -415,6 +415,365 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     });
   });
 
+  describe('upstream tasks', () => {
+    const channels = (...specs: [name: string, limit: number][]) => specs.map(([name, limit]) => ({ name, limit }));
+    const reserve = (taskId: string, offered = channels(['ch_a', 1]), at = now) => store().reserveUpstream({ taskId, channels: offered, now: at });
+    const upstream = async (taskId: string) => (await store().getUpstreamTask(taskId))!;
+    const channel = async (name: string) => (await store().listUpstreamChannels()).find((c) => c.name === name);
+    const claimWork = (kind: 'check' | 'download', at: Date, workerId = 'w1', limit = 10) => store().claimUpstreamWork({ kind, workerId, now: at, leaseMs: 30_000, limit });
+    const refunds = async () => (await store().listLedger('acc_1')).filter((e) => e.kind === 'refund');
+    /** A task reserved on `on` and created upstream (`following`, its next check at `checkAt`). */
+    const following = async (checkAt = later(5_000), on = 'ch_a', patch: Partial<NewTask> = {}, price = 10, at = now) => {
+      const { id } = await submit(price, at, patch);
+      expect((await reserve(id, channels([on, 100]), at)).kind).toBe('reserved');
+      expect((await store().recordUpstreamCreated({ taskId: id, upstreamId: `cgt-${id}`, now: new Date(at.getTime() + 1), nextCheckAt: checkAt })).started).toBe(true);
+      return id;
+    };
+    const output = (id: string) => ({ outputKey: `${id}.mp4`, outputUrl: 'https://files.example.com/x', outputExpiresAt: later(3600_000) });
+
+    it('reserves a slot on the first channel with room, writing its creating row; all full: full', async () => {
+      const [a, b, c] = [await submit(10), await submit(10), await submit(10)];
+      const offered = channels(['ch_a', 1], ['ch_b', 1]);
+      const first = await reserve(a.id, offered);
+      expect(first).toMatchObject({ kind: 'reserved', channel: 'ch_a', task: { id: a.id, status: 'queued' } });
+      expect(await store().getUpstreamTask(a.id)).toEqual({
+        taskId: a.id,
+        channel: 'ch_a',
+        state: 'creating',
+        upstreamId: null,
+        upstreamStatus: null,
+        outcome: null,
+        videoUrl: null,
+        usage: null,
+        nextCheckAt: null,
+        downloadAttempts: 0,
+        lastError: null,
+        createdAt: now,
+        updatedAt: now,
+        endedAt: null,
+        taskStatus: 'queued',
+      });
+      // ch_a is full: skipped.
+      expect(await reserve(b.id, offered)).toMatchObject({ kind: 'reserved', channel: 'ch_b' });
+      expect(await reserve(c.id, offered)).toEqual({ kind: 'full' });
+      expect(await store().getUpstreamTask(c.id)).toBeUndefined();
+      expect((await store().findTask(c.id))!.status).toBe('queued');
+      // A channel that can take nothing is skipped too.
+      expect(await reserve(c.id, channels(['ch_none', 0]))).toEqual({ kind: 'full' });
+      expect((await store().listUpstreamChannels()).map((ch) => [ch.name, ch.inFlight])).toEqual([['ch_a', 1], ['ch_b', 1]]);
+    });
+
+    it('answers exists for a task that has its row, not_queued for one no longer queued', async () => {
+      const { id } = await submit(10);
+      await reserve(id);
+      expect(await reserve(id, channels(['ch_b', 5]))).toMatchObject({ kind: 'exists', upstream: { taskId: id, channel: 'ch_a', state: 'creating' } });
+      const cancelled = await submit(10);
+      await store().cancelTask({ accountId: 'acc_1', id: cancelled.id, now });
+      expect(await reserve(cancelled.id)).toEqual({ kind: 'not_queued', status: 'cancelled' });
+      expect(await reserve('gen_unknown')).toEqual({ kind: 'not_queued', status: undefined });
+      expect(await store().getUpstreamTask(cancelled.id)).toBeUndefined();
+    });
+
+    it('never overfills a channel, nor reserves one task twice, under concurrent reservations', async () => {
+      const ids: string[] = [];
+      for (let i = 0; i < 20; i++) ids.push((await submit(1, later(i))).id);
+      const outcomes = await Promise.all(ids.map((id) => reserve(id, channels(['ch_a', 5]))));
+      expect(outcomes.filter((o) => o.kind === 'reserved')).toHaveLength(5);
+      expect(outcomes.filter((o) => o.kind === 'full')).toHaveLength(15);
+      expect(await channel('ch_a')).toMatchObject({ inFlight: 5 });
+      // Two channels offered in turn: still no more than each one's limit.
+      const spread = await Promise.all(ids.map((id) => reserve(id, channels(['ch_a', 5], ['ch_b', 3], ['ch_c', 4]))));
+      expect(spread.filter((o) => o.kind === 'exists')).toHaveLength(5);
+      expect(spread.filter((o) => o.kind === 'reserved')).toHaveLength(7);
+      expect(spread.filter((o) => o.kind === 'full')).toHaveLength(8);
+      expect((await store().listUpstreamChannels()).map((c) => [c.name, c.inFlight])).toEqual([['ch_a', 5], ['ch_b', 3], ['ch_c', 4]]);
+      // One task reserved by several workers at once: one slot, the others see its row.
+      const { id } = await submit(1, later(100));
+      const same = await Promise.all(Array.from({ length: 6 }, () => reserve(id, channels(['ch_d', 10]))));
+      expect(same.filter((o) => o.kind === 'reserved')).toHaveLength(1);
+      expect(same.filter((o) => o.kind === 'exists')).toHaveLength(5);
+      expect(await channel('ch_d')).toMatchObject({ inFlight: 1 });
+    });
+
+    it('frees the slot on a release and counts failures: cooldownAfter in a row cool the channel, a create resets them', async () => {
+      const a = await submit(10);
+      const b = await submit(10);
+      const release = (taskId: string, at: Date, countFailure = true) =>
+        store().releaseUpstreamReservation({ taskId, channel: 'ch_a', error: `429 at ${at.getTime()}`, now: at, countFailure, cooldownAfter: 2, cooldownMs: 60_000 });
+      expect(await reserve(a.id)).toMatchObject({ kind: 'reserved' });
+      expect(await reserve(b.id)).toEqual({ kind: 'full' });
+      await release(a.id, later(10));
+      expect(await store().getUpstreamTask(a.id)).toBeUndefined();
+      expect(await channel('ch_a')).toMatchObject({ inFlight: 0, consecutiveFailures: 1, createFailures: 1, cooldownUntil: null, lastError: `429 at ${later(10).getTime()}`, lastErrorAt: later(10) });
+      expect(await reserve(b.id)).toMatchObject({ kind: 'reserved', channel: 'ch_a' });
+      await release(b.id, later(20));
+      expect(await channel('ch_a')).toMatchObject({ inFlight: 0, consecutiveFailures: 2, createFailures: 2, cooldownUntil: later(60_020) });
+      // Not counted: the slot goes, the channel's health stays.
+      expect(await reserve(a.id)).toMatchObject({ kind: 'reserved' });
+      await release(a.id, later(30), false);
+      expect(await channel('ch_a')).toMatchObject({ inFlight: 0, consecutiveFailures: 2, createFailures: 2, cooldownUntil: later(60_020), lastErrorAt: later(20) });
+      // A release of another channel's row leaves that row alone.
+      expect(await reserve(a.id, channels(['ch_b', 1]))).toMatchObject({ kind: 'reserved', channel: 'ch_b' });
+      await release(a.id, later(35), false);
+      expect(await upstream(a.id)).toMatchObject({ channel: 'ch_b', state: 'creating' });
+      // A create answered: following, the task started, the channel's failures in a row forgotten.
+      const created = await store().recordUpstreamCreated({ taskId: b.id, upstreamId: 'cgt-1', now: later(40), nextCheckAt: later(5_040) }).catch((e: Error) => e);
+      expect(created).toBeInstanceOf(Error); // b's row was released: there is nothing being created
+      expect(await reserve(b.id)).toMatchObject({ kind: 'reserved' });
+      const recorded = await store().recordUpstreamCreated({ taskId: b.id, upstreamId: 'cgt-1', now: later(40), nextCheckAt: later(5_040) });
+      expect(recorded).toMatchObject({ started: true, task: { id: b.id, status: 'processing', updatedAt: later(40) } });
+      expect(await upstream(b.id)).toMatchObject({ state: 'following', upstreamId: 'cgt-1', upstreamStatus: 'queued', nextCheckAt: later(5_040), updatedAt: later(40), taskStatus: 'processing' });
+      expect(await channel('ch_a')).toMatchObject({ inFlight: 1, consecutiveFailures: 0, cooldownUntil: null, creates: 1, createFailures: 2 });
+      // Only a row being created can be recorded as created.
+      await expect(store().recordUpstreamCreated({ taskId: b.id, upstreamId: 'cgt-2', now: later(50), nextCheckAt: later(5_050) })).rejects.toThrow();
+      expect(await upstream(b.id)).toMatchObject({ upstreamId: 'cgt-1', nextCheckAt: later(5_040) });
+      expect(await channel('ch_a')).toMatchObject({ creates: 1 });
+    });
+
+    it('checks at once a task that was cancelled while its create was on the wire', async () => {
+      const { id } = await submit(10);
+      await reserve(id);
+      await store().cancelTask({ accountId: 'acc_1', id, now: later(5) });
+      const recorded = await store().recordUpstreamCreated({ taskId: id, upstreamId: 'cgt-1', now: later(10), nextCheckAt: later(60_000) });
+      expect(recorded).toMatchObject({ started: false, task: { status: 'cancelled' } });
+      expect(await upstream(id)).toMatchObject({ state: 'following', upstreamId: 'cgt-1', nextCheckAt: later(10), taskStatus: 'cancelled' });
+      expect(await refunds()).toHaveLength(1);
+    });
+
+    it('leases due following rows, each to one worker, until the lease runs out', async () => {
+      const a = await following(later(1_000));
+      const b = await following(later(2_000));
+      const notYet = await following(later(10_000));
+      const creating = (await submit(10)).id;
+      await reserve(creating, channels(['ch_a', 100]));
+      expect((await claimWork('check', later(1_500))).map((u) => u.taskId)).toEqual([a]);
+      const [second] = await claimWork('check', later(2_500), 'w2');
+      expect(second).toMatchObject({ taskId: b, state: 'following', upstreamId: `cgt-${b}`, taskStatus: 'processing' });
+      expect(await claimWork('check', later(2_500), 'w3')).toEqual([]);
+      expect(await claimWork('download', later(2_500), 'w3')).toEqual([]);
+      // Held: only its worker keeps it.
+      expect(await store().extendUpstreamLease({ taskId: a, workerId: 'w1', now: later(3_000), leaseMs: 30_000 })).toBe(true);
+      expect(await store().extendUpstreamLease({ taskId: a, workerId: 'w2', now: later(3_000), leaseMs: 30_000 })).toBe(false);
+      // b's lease (until 32.5 s) ran out; a's was extended to 33 s.
+      // (The port promises no order among the rows of one claim.)
+      expect((await claimWork('check', later(32_600), 'w3')).map((u) => u.taskId).sort()).toEqual([b, notYet].sort());
+      expect((await claimWork('check', later(33_000), 'w4')).map((u) => u.taskId)).toEqual([a]);
+      expect(await store().extendUpstreamLease({ taskId: a, workerId: 'w1', now: later(33_100), leaseMs: 30_000 })).toBe(false);
+      expect(await claimWork('check', later(0), 'w5', 0)).toEqual([]);
+    });
+
+    it('hands each due row to one of several workers claiming at once', async () => {
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) ids.push(await following(later(1_000 + i), 'ch_a', {}, 1, later(i)));
+      const claims = await Promise.all(Array.from({ length: 6 }, (_, i) => claimWork('check', later(2_000), `w${i}`, 3)));
+      const claimed = claims.flat().map((u) => u.taskId);
+      expect(claimed).toHaveLength(10);
+      expect(new Set(claimed)).toEqual(new Set(ids));
+    });
+
+    it('records checks: the status seen and the next check, the lease given back', async () => {
+      const id = await following(later(1_000));
+      expect(await claimWork('check', later(1_000))).toHaveLength(1);
+      // Not the holder: nothing recorded.
+      await store().recordUpstreamChecks({ workerId: 'w2', now: later(1_100), checks: [{ taskId: id, upstreamStatus: 'failed', nextCheckAt: later(2_000) }] });
+      expect(await upstream(id)).toMatchObject({ upstreamStatus: 'queued', nextCheckAt: later(1_000) });
+      await store().recordUpstreamChecks({ workerId: 'w1', now: later(1_200), checks: [{ taskId: id, upstreamStatus: 'running', nextCheckAt: later(9_000), error: 'slow answer' }] });
+      expect(await upstream(id)).toMatchObject({ upstreamStatus: 'running', nextCheckAt: later(9_000), lastError: 'slow answer', updatedAt: later(1_200) });
+      expect(await claimWork('check', later(8_999), 'w2')).toEqual([]);
+      // Due again well within the old lease (31 s): it was given back.
+      expect((await claimWork('check', later(9_000), 'w2')).map((u) => u.taskId)).toEqual([id]);
+      await store().recordUpstreamChecks({ workerId: 'w2', now: later(9_100), checks: [{ taskId: id, upstreamStatus: 'running', nextCheckAt: later(12_000) }] });
+      expect(await upstream(id)).toMatchObject({ lastError: 'slow answer', nextCheckAt: later(12_000) });
+    });
+
+    it('downloads a succeeded task, retrying counted, then completes it in the same move: succeeded, charged, its webhook written', async () => {
+      const id = await following(later(1_000), 'ch_a', { webhookUrl: 'https://hooks.example.com/v' });
+      await store().markUpstreamSucceeded({ taskId: id, videoUrl: 'https://upstream.example.com/v.mp4', usage: { completionTokens: 1_000, totalTokens: 1_200 }, now: later(2_000) });
+      expect(await upstream(id)).toMatchObject({
+        state: 'downloading',
+        upstreamStatus: 'succeeded',
+        videoUrl: 'https://upstream.example.com/v.mp4',
+        usage: { completionTokens: 1_000, totalTokens: 1_200 },
+        nextCheckAt: later(2_000),
+      });
+      expect(await claimWork('check', later(3_000))).toEqual([]);
+      expect(await claimWork('download', later(3_000))).toMatchObject([{ taskId: id, state: 'downloading' }]);
+      expect(await claimWork('download', later(3_000), 'w2')).toEqual([]);
+      await store().retryUpstreamDownload({ taskId: id, now: later(3_500), nextAt: later(8_000), error: 'connection reset' });
+      expect(await upstream(id)).toMatchObject({ state: 'downloading', downloadAttempts: 1, lastError: 'connection reset', nextCheckAt: later(8_000) });
+      expect(await claimWork('download', later(7_999), 'w2')).toEqual([]);
+      expect(await claimWork('download', later(8_000), 'w2')).toMatchObject([{ taskId: id, downloadAttempts: 1 }]);
+      await store().retryUpstreamDownload({ taskId: id, now: later(8_500), nextAt: later(9_000), error: 'short read' });
+      expect(await upstream(id)).toMatchObject({ downloadAttempts: 2, lastError: 'short read' });
+      expect(await claimWork('download', later(9_000), 'w3')).toHaveLength(1);
+      const ended = await store().endUpstream({ taskId: id, now: later(10_000), outcome: 'succeeded', upstreamStatus: 'succeeded', complete: output(id) });
+      expect(ended).toMatchObject({ changed: true, outcome: 'succeeded', task: { status: 'succeeded', outputKey: `${id}.mp4`, completedAt: later(10_000) } });
+      expect(await upstream(id)).toMatchObject({ state: 'ended', outcome: 'succeeded', endedAt: later(10_000), nextCheckAt: null, taskStatus: 'succeeded', usage: { completionTokens: 1_000, totalTokens: 1_200 } });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 90, ledgerSum: 90 });
+      expect(await refunds()).toEqual([]);
+      expect(await store().getDeliveryForTask(id)).toMatchObject({ status: 'pending', eventType: 'video.generation.succeeded' });
+      expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver' });
+      expect(await claimWork('download', later(100_000))).toEqual([]);
+      expect(await store().extendUpstreamLease({ taskId: id, workerId: 'w3', now: later(10_001), leaseMs: 30_000 })).toBe(false);
+      expect(await channel('ch_a')).toMatchObject({ inFlight: 0, creates: 1, lostCreates: 0, discardedResults: 0 });
+    });
+
+    it('discards the result of a task cancelled meanwhile: counted, the task stays cancelled, refunded once', async () => {
+      const id = await following(later(60_000));
+      await store().cancelTask({ accountId: 'acc_1', id, now: later(3_000) });
+      // Due at the cancel: the follower looks at once.
+      expect(await upstream(id)).toMatchObject({ state: 'following', nextCheckAt: later(3_000), taskStatus: 'cancelled' });
+      await store().markUpstreamSucceeded({ taskId: id, videoUrl: 'https://upstream.example.com/v.mp4', usage: null, now: later(4_000) });
+      expect(await upstream(id)).toMatchObject({ state: 'downloading', usage: null });
+      const ended = await store().endUpstream({ taskId: id, now: later(5_000), outcome: 'succeeded', upstreamStatus: 'succeeded', complete: output(id) });
+      expect(ended).toMatchObject({ changed: false, outcome: 'discarded', task: { status: 'cancelled', outputKey: null, creditsRefunded: 10 } });
+      expect(await upstream(id)).toMatchObject({ state: 'ended', outcome: 'discarded', taskStatus: 'cancelled' });
+      expect(await channel('ch_a')).toMatchObject({ discardedResults: 1, lostCreates: 0, inFlight: 0 });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+      expect(await refunds()).toHaveLength(1);
+      // Ended already: a second end counts nothing again.
+      expect(await store().endUpstream({ taskId: id, now: later(6_000), outcome: 'succeeded', complete: output(id) })).toMatchObject({ changed: false, outcome: 'discarded' });
+      expect(await channel('ch_a')).toMatchObject({ discardedResults: 1 });
+      expect(await upstream(id)).toMatchObject({ endedAt: later(5_000) });
+    });
+
+    it('fails the task with the upstream outcome, refunded exactly once', async () => {
+      const id = await following(later(1_000));
+      const ended = await store().endUpstream({ taskId: id, now: later(2_000), outcome: 'failed', upstreamStatus: 'failed', error: 'content policy', fail: { code: 'content_rejected', message: 'refused by the provider' } });
+      expect(ended).toMatchObject({ changed: true, outcome: 'failed', task: { status: 'failed', errorCode: 'content_rejected', creditsRefunded: 10 } });
+      expect(await upstream(id)).toMatchObject({ state: 'ended', outcome: 'failed', upstreamStatus: 'failed', lastError: 'content policy', nextCheckAt: null, endedAt: later(2_000) });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+      expect(await refunds()).toHaveLength(1);
+      // Again, and racing a cancel and a plain fail: no second refund.
+      const again = await Promise.all([
+        store().endUpstream({ taskId: id, now: later(3_000), outcome: 'failed', fail: { code: 'provider_error', message: 'x' } }),
+        store().cancelTask({ accountId: 'acc_1', id, now: later(3_000) }),
+        store().failTask({ id, now: later(3_000), code: 'timeout', message: 'y' }),
+      ]);
+      expect(again[0]).toMatchObject({ changed: false, outcome: 'failed', task: { status: 'failed', errorCode: 'content_rejected' } });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+      expect(await refunds()).toHaveLength(1);
+      expect(await upstream(id)).toMatchObject({ endedAt: later(2_000), lastError: 'content policy' });
+    });
+
+    it('fails a task refunded once when its end races a cancel', async () => {
+      for (let i = 0; i < 5; i++) {
+        const id = await following(later(1_000), 'ch_a', {}, 10, later(i));
+        await Promise.all([
+          store().endUpstream({ taskId: id, now: later(2_000), outcome: 'failed', fail: { code: 'provider_error', message: 'x' } }),
+          store().cancelTask({ accountId: 'acc_1', id, now: later(2_000) }),
+        ]);
+        expect(await upstream(id)).toMatchObject({ state: 'ended', outcome: 'failed' });
+      }
+      expect(await refunds()).toHaveLength(5);
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+    });
+
+    it('counts a lost create against its channel', async () => {
+      const { id } = await submit(10);
+      await reserve(id);
+      const ended = await store().endUpstream({ taskId: id, now: later(1_000), outcome: 'lost', error: 'no answer to the create', fail: { code: 'provider_error', message: 'lost' } });
+      expect(ended).toMatchObject({ changed: true, outcome: 'lost', task: { status: 'failed' } });
+      expect(await upstream(id)).toMatchObject({ state: 'ended', outcome: 'lost', upstreamId: null, lastError: 'no answer to the create' });
+      expect(await channel('ch_a')).toMatchObject({ lostCreates: 1, discardedResults: 0, inFlight: 0 });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+      await expect(store().endUpstream({ taskId: 'gen_unknown', now, outcome: 'lost' })).rejects.toThrow();
+    });
+
+    it('makes a followed task due at once when it is cancelled or fails, never later than it was', async () => {
+      const cancelled = await following(later(60_000));
+      const failed = await following(later(60_000));
+      const due = await following(later(50));
+      const downloading = await following(later(60_000));
+      await store().markUpstreamSucceeded({ taskId: downloading, videoUrl: 'https://upstream.example.com/v.mp4', usage: null, now: later(20) });
+      await store().retryUpstreamDownload({ taskId: downloading, now: later(30), nextAt: later(60_000), error: 'x' });
+      await store().cancelTask({ accountId: 'acc_1', id: cancelled, now: later(100) });
+      await store().failTask({ id: failed, now: later(200), code: 'timeout', message: 'no result within the deadline' });
+      await store().failTask({ id: due, now: later(300), code: 'timeout', message: 'no result within the deadline' });
+      await store().cancelTask({ accountId: 'acc_1', id: downloading, now: later(400) });
+      expect(await upstream(cancelled)).toMatchObject({ nextCheckAt: later(100), taskStatus: 'cancelled' });
+      expect(await upstream(failed)).toMatchObject({ nextCheckAt: later(200), taskStatus: 'failed' });
+      expect(await upstream(due)).toMatchObject({ nextCheckAt: later(50) });
+      expect(await upstream(downloading)).toMatchObject({ state: 'downloading', nextCheckAt: later(400) });
+      expect((await claimWork('check', later(400))).map((u) => u.taskId).sort()).toEqual([cancelled, failed, due].sort());
+      expect((await claimWork('download', later(400))).map((u) => u.taskId)).toEqual([downloading]);
+    });
+
+    it('asks for a check at once only of a task being followed', async () => {
+      const id = await following(later(60_000));
+      expect(await store().requestUpstreamCheck({ taskId: id, now: later(10) })).toBe(true);
+      expect(await upstream(id)).toMatchObject({ nextCheckAt: later(10) });
+      expect(await store().requestUpstreamCheck({ taskId: id, now: later(20) })).toBe(true);
+      expect(await upstream(id)).toMatchObject({ nextCheckAt: later(10) });
+      expect(await store().requestUpstreamCheck({ taskId: 'gen_unknown', now: later(30) })).toBe(false);
+      const creating = (await submit(10)).id;
+      await reserve(creating, channels(['ch_a', 100]));
+      expect(await store().requestUpstreamCheck({ taskId: creating, now: later(30) })).toBe(false);
+      await store().endUpstream({ taskId: id, now: later(40), outcome: 'expired', fail: { code: 'timeout', message: 'expired upstream' } });
+      expect(await store().requestUpstreamCheck({ taskId: id, now: later(50) })).toBe(false);
+      expect(await upstream(id)).toMatchObject({ nextCheckAt: null });
+    });
+
+    if (name === 'PostgreSQL') {
+      it('wakes the worker processes when a check is asked for (NOTIFY at commit)', async () => {
+        const id = await following(later(60_000));
+        const listener = await (kit.backend.store as PgStore).pool.connect();
+        const heard: string[] = [];
+        try {
+          listener.on('notification', (message) => message.channel === 'vidgen_jobs' && heard.push(message.payload ?? ''));
+          await listener.query('LISTEN vidgen_jobs');
+          expect(await store().requestUpstreamCheck({ taskId: 'gen_unknown', now: later(10) })).toBe(false);
+          expect(await store().requestUpstreamCheck({ taskId: id, now: later(10) })).toBe(true);
+          await eventually(async () => (heard.length > 0 ? true : undefined), 5_000);
+          expect(heard).toEqual(['upstream']);
+        } finally {
+          await listener.query('UNLISTEN *');
+          listener.release();
+        }
+      });
+    }
+
+    it('lists every channel with what it has in flight', async () => {
+      await following(later(1_000), 'ch_a');
+      const downloading = await following(later(1_000), 'ch_a');
+      await store().markUpstreamSucceeded({ taskId: downloading, videoUrl: 'https://upstream.example.com/v.mp4', usage: null, now: later(10) });
+      const ended = await following(later(1_000), 'ch_a');
+      await store().endUpstream({ taskId: ended, now: later(20), outcome: 'cancelled', fail: { code: 'cancelled_upstream', message: 'x' } });
+      const creating = (await submit(10)).id;
+      await reserve(creating, channels(['ch_a', 100]));
+      await reserve((await submit(10)).id, channels(['ch_b', 100]));
+      expect(await store().listUpstreamChannels()).toEqual([
+        { name: 'ch_a', inFlight: 2, consecutiveFailures: 0, cooldownUntil: null, lastError: null, lastErrorAt: null, creates: 3, createFailures: 0, lostCreates: 0, discardedResults: 0 },
+        { name: 'ch_b', inFlight: 1, consecutiveFailures: 0, cooldownUntil: null, lastError: null, lastErrorAt: null, creates: 0, createFailures: 0, lostCreates: 0, discardedResults: 0 },
+      ]);
+    });
+
+    it('sums tokens and credits per channel and model, of tasks created within the range only', async () => {
+      await store().grantCredits({ accountId: 'acc_1', amount: 1_000, note: null, now });
+      const day = 24 * 3600_000;
+      const succeeded = await following(later(1_000), 'ch_a', {}, 10, later(0));
+      await store().markUpstreamSucceeded({ taskId: succeeded, videoUrl: 'https://upstream.example.com/v.mp4', usage: { completionTokens: 100, totalTokens: 120 }, now: later(100) });
+      await store().endUpstream({ taskId: succeeded, now: later(200), outcome: 'succeeded', complete: output(succeeded) });
+      const failed = await following(later(1_000), 'ch_a', {}, 20, later(1_000));
+      await store().endUpstream({ taskId: failed, now: later(2_000), outcome: 'failed', fail: { code: 'provider_error', message: 'x' } });
+      const fast = await following(later(1_000), 'ch_a', { model: 'vidgen-2.0-fast' }, 5, later(2_000));
+      await store().markUpstreamSucceeded({ taskId: fast, videoUrl: 'https://upstream.example.com/f.mp4', usage: { completionTokens: 50, totalTokens: 60 }, now: later(3_000) });
+      const other = await following(later(1_000), 'ch_b', {}, 7, later(3_000));
+      await store().markUpstreamSucceeded({ taskId: other, videoUrl: 'https://upstream.example.com/o.mp4', usage: { completionTokens: 9, totalTokens: null }, now: later(4_000) });
+      // Outside the range: before it, and at its end (exclusive).
+      await following(later(1_000), 'ch_a', {}, 30, new Date(now.getTime() - 1));
+      await following(later(1_000), 'ch_a', {}, 40, later(day));
+      // Never upstream: not in the report.
+      await submit(50, later(5_000));
+      expect(await store().upstreamUsageReport({ from: now, to: later(day) })).toEqual([
+        { channel: 'ch_a', model: 'vidgen-2.0', tasks: 2, succeeded: 1, completionTokens: 100, totalTokens: 120, creditsCharged: 30, creditsRefunded: 20 },
+        { channel: 'ch_a', model: 'vidgen-2.0-fast', tasks: 1, succeeded: 0, completionTokens: 50, totalTokens: 60, creditsCharged: 5, creditsRefunded: 0 },
+        { channel: 'ch_b', model: 'vidgen-2.0', tasks: 1, succeeded: 0, completionTokens: 9, totalTokens: 0, creditsCharged: 7, creditsRefunded: 0 },
+      ]);
+      expect(await store().upstreamUsageReport({ from: later(2 * day), to: later(3 * day) })).toEqual([]);
+    });
+  });
+
   if (name === 'SQLite') {
     it('keeps its data and migrations across reopening a file', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'vidgen-store-'));
@@ -425,7 +784,7 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
         await first.close();
         const second = new SqliteStore(path);
         expect((await second.getAccount('acc_1'))?.balance).toBe(5);
-        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(6);
+        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(7);
         expect(second.db.pragma('journal_mode', { simple: true })).toBe('wal');
         // Savepoint journals in memory, not a temporary file written page by page (2: MEMORY).
         expect(second.db.pragma('temp_store', { simple: true })).toBe(2);

@@ -24,7 +24,7 @@ export interface BackendKind {
   open(options?: { leaseMs?: number }): Promise<OpenedBackend>;
 }
 
-const PG_TABLES = 'accounts, api_keys, tasks, ledger_entries, idempotency_keys, webhook_deliveries, webhook_attempts, rate_limit_windows';
+const PG_TABLES = 'accounts, api_keys, tasks, ledger_entries, idempotency_keys, webhook_deliveries, webhook_attempts, rate_limit_windows, upstream_tasks, upstream_channels';
 
 export const backendKinds: BackendKind[] = [
   {

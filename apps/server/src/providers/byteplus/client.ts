@@ -95,6 +95,9 @@ export function createUpstreamClient(options: UpstreamClientOptions): RemoteProv
     const short = message.length > MAX_UPSTREAM_MESSAGE ? `${message.slice(0, MAX_UPSTREAM_MESSAGE)}…` : message;
     return short ? `${error.code}: ${short}` : error.code;
   };
+  // A failed task's error goes on to our task's error (taskErrorFor): an echoed key is redacted here.
+  const redactTask = (task: UpstreamTask): UpstreamTask =>
+    task.error ? { ...task, error: { ...task.error, message: redact(task.error.message) } } : task;
   const describeAnswer = (answer: { status: number; text: string }) => {
     const error = parseErrorBody(answer.text);
     return error ? `HTTP ${answer.status} ${describe(error)}` : `HTTP ${answer.status} without an error body`;
@@ -156,6 +159,8 @@ export function createUpstreamClient(options: UpstreamClientOptions): RemoteProv
     },
 
     async list(upstreamIds) {
+      // Without a filter the upstream would answer the account's newest tasks, none of them asked for.
+      if (upstreamIds.length === 0) return { ok: true, tasks: [] };
       const query = new URLSearchParams({ page_num: '1', page_size: String(Math.max(1, upstreamIds.length)) });
       for (const id of upstreamIds) query.append('filter.task_ids', id);
       const outcome = await call('GET', `${TASKS_PATH}?${query}`);
@@ -163,7 +168,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): RemoteProv
       if (outcome.status < 200 || outcome.status >= 300) return { ok: false, message: describeAnswer(outcome) };
       const json = parseJson(outcome.text);
       const tasks = json.ok ? parseList(json.value) : json;
-      return tasks.ok ? { ok: true, tasks: tasks.value } : { ok: false, message: `the list answer could not be read: ${tasks.message}` };
+      return tasks.ok ? { ok: true, tasks: tasks.value.map(redactTask) } : { ok: false, message: `the list answer could not be read: ${tasks.message}` };
     },
 
     async query(upstreamId) {
@@ -173,7 +178,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): RemoteProv
       if (outcome.status < 200 || outcome.status >= 300) return { ok: false, notFound: false, message: describeAnswer(outcome) };
       const json = parseJson(outcome.text);
       const task = json.ok ? parseTask(json.value) : json;
-      return task.ok ? { ok: true, task: task.value } : { ok: false, notFound: false, message: `the task answer could not be read: ${task.message}` };
+      return task.ok ? { ok: true, task: redactTask(task.value) } : { ok: false, notFound: false, message: `the task answer could not be read: ${task.message}` };
     },
 
     async cancel(upstreamId) {

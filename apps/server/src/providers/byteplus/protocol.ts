@@ -193,11 +193,12 @@ export function parseList(body: unknown): Parsed<UpstreamTask[]> {
 /**
  * Whether a refused create is the channel's problem rather than the task's, so that another channel
  * may take it: a rate or concurrency limit (429), the upstream failing (5xx), our account's key,
- * quota or balance (401, 403, and the quota/overdue codes on any status).
+ * quota or balance (401, 403, and the quota/overdue codes on any status), or a model this account
+ * cannot use (not enabled, or an endpoint id of another account: `ModelNotOpen`, `InvalidEndpointOrModel`).
  */
 export function isChannelProblem(status: number, code: string | undefined): boolean {
   if (status === 429 || status >= 500 || status === 401 || status === 403) return true;
-  return code !== undefined && /quota|ratelimit|overdue|insufficient|serveroverloaded|accountsuspended/i.test(code);
+  return code !== undefined && /quota|ratelimit|overdue|insufficient|serveroverloaded|accountsuspended|modelnotopen|invalidendpointormodel/i.test(code);
 }
 
 /**

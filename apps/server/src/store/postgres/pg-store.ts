@@ -27,6 +27,12 @@ import type {
   SubmitOutcome,
   TaskPageQuery,
   TaskRecord,
+  ReserveUpstreamOutcome,
+  UpstreamChannelRecord,
+  UpstreamOutcome,
+  UpstreamTaskRecord,
+  UpstreamUsage,
+  UpstreamUsageRow,
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { rowMappers, type Row } from '../rows.js';
@@ -34,6 +40,11 @@ import { rowMappers, type Row } from '../rows.js';
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Serialises migrations of processes starting at once (any constant shared by them). */
 const MIGRATION_LOCK = 7_316_201;
+/**
+ * The channel workers LISTEN on to wake (JOBS_CHANNEL in queue/pg-boss-queue.ts, which imports this
+ * file's types): a check asked for by a callback wakes the follower of whichever process runs it.
+ */
+const JOBS_CHANNEL = 'vidgen_jobs';
 
 export type Queryable = Pick<pg.PoolClient, 'query'>;
 
@@ -50,7 +61,7 @@ const TYPES = {
     oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
+const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
@@ -75,6 +86,69 @@ const SQL = {
   cancelTask: `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = $3, completed_at = $3
                WHERE account_id = $1 AND id = $2 AND status IN ${inList(CANCELLABLE_STATES)}
                RETURNING id, account_id, credits_charged`,
+  // --- Upstream tasks
+  selectUpstreamTask: 'SELECT u.*, t.status AS task_status FROM upstream_tasks u JOIN tasks t ON t.id = u.task_id WHERE u.task_id = $1',
+  // A reservation holds its task's row: a concurrent cancel (or a second reservation of the task) waits for it.
+  lockTask: 'SELECT status FROM tasks WHERE id = $1 FOR NO KEY UPDATE',
+  insertUpstreamChannel: 'INSERT INTO upstream_channels (name) VALUES ($1) ON CONFLICT DO NOTHING',
+  // Held until commit: reservations on one channel count and insert one at a time.
+  lockUpstreamChannel: 'SELECT name FROM upstream_channels WHERE name = $1 FOR UPDATE',
+  countUpstreamInFlight: "SELECT count(*) AS n FROM upstream_tasks WHERE channel = $1 AND state IN ('creating', 'following')",
+  // ON CONFLICT: a reservation of the same task that got there first makes this one `exists`, not an error.
+  insertUpstreamTask: `INSERT INTO upstream_tasks (task_id, channel, state, created_at, updated_at) VALUES ($1, $2, 'creating', $3, $3)
+                       ON CONFLICT DO NOTHING`,
+  deleteUpstreamReservation: "DELETE FROM upstream_tasks WHERE task_id = $1 AND channel = $2 AND state = 'creating'",
+  recordChannelFailure: `UPDATE upstream_channels SET consecutive_failures = consecutive_failures + 1, create_failures = create_failures + 1,
+                                                     last_error = $2, last_error_at = $3,
+                                                     cooldown_until = CASE WHEN consecutive_failures + 1 >= $4 THEN $5 ELSE cooldown_until END
+                         WHERE name = $1`,
+  recordChannelCreate: 'UPDATE upstream_channels SET creates = creates + 1, consecutive_failures = 0, cooldown_until = NULL WHERE name = $1',
+  startQueuedTask: `UPDATE tasks SET status = 'processing', updated_at = $2 WHERE id = $1 AND status = 'queued'`,
+  recordUpstreamCreated: `UPDATE upstream_tasks SET state = 'following', upstream_id = $2, upstream_status = 'queued', next_check_at = $4, updated_at = $3
+                          WHERE task_id = $1 AND state = 'creating'
+                          RETURNING channel`,
+  endUpstreamTask: `UPDATE upstream_tasks SET state = 'ended', outcome = $3, upstream_status = coalesce($4, upstream_status),
+                                             last_error = coalesce($5, last_error), next_check_at = NULL, lease_until = NULL, leased_by = NULL,
+                                             updated_at = $2, ended_at = $2
+                    WHERE task_id = $1 AND state <> 'ended'
+                    RETURNING channel`,
+  countChannelOutcome: 'UPDATE upstream_channels SET lost_creates = lost_creates + $2, discarded_results = discarded_results + $3 WHERE name = $1',
+  upstreamDueNow: `UPDATE upstream_tasks SET next_check_at = $2 WHERE task_id = $1 AND state IN ('following', 'downloading') AND next_check_at > $2`,
+  // SKIP LOCKED: rows another worker is claiming right now are left to it; once it commits they are leased.
+  claimUpstreamWork: `
+    WITH claimed AS (
+      UPDATE upstream_tasks SET lease_until = $4, leased_by = $2
+      WHERE task_id IN (SELECT task_id FROM upstream_tasks
+                        WHERE state IN ('following', 'downloading') AND state = $1 AND next_check_at <= $3
+                          AND (lease_until IS NULL OR lease_until <= $3)
+                        ORDER BY next_check_at LIMIT $5
+                        FOR UPDATE SKIP LOCKED)
+      RETURNING *)
+    SELECT c.*, t.status AS task_status FROM claimed c JOIN tasks t ON t.id = c.task_id ORDER BY c.next_check_at, c.task_id`,
+  extendUpstreamLease: "UPDATE upstream_tasks SET lease_until = $3 WHERE task_id = $1 AND leased_by = $2 AND state <> 'ended'",
+  recordUpstreamCheck: `UPDATE upstream_tasks SET upstream_status = $3, next_check_at = $4, last_error = coalesce($5, last_error),
+                                                 lease_until = NULL, leased_by = NULL, updated_at = $6
+                        WHERE task_id = $1 AND state = 'following' AND leased_by = $2`,
+  markUpstreamSucceeded: `UPDATE upstream_tasks SET state = 'downloading', upstream_status = 'succeeded', video_url = $2, completion_tokens = $3,
+                                                   total_tokens = $4, next_check_at = $5, lease_until = NULL, leased_by = NULL, updated_at = $5
+                          WHERE task_id = $1 AND state = 'following'`,
+  retryUpstreamDownload: `UPDATE upstream_tasks SET download_attempts = download_attempts + 1, last_error = $4, next_check_at = $3,
+                                                   lease_until = NULL, leased_by = NULL, updated_at = $2
+                          WHERE task_id = $1 AND state = 'downloading'`,
+  requestUpstreamCheck: `UPDATE upstream_tasks SET next_check_at = least(next_check_at, $2) WHERE task_id = $1 AND state = 'following'`,
+  notify: 'SELECT pg_notify($1, $2)',
+  // COLLATE "C": names in byte order, as SQLite sorts them.
+  selectUpstreamChannels: `
+    SELECT c.*, (SELECT count(*) FROM upstream_tasks u WHERE u.channel = c.name AND u.state IN ('creating', 'following')) AS in_flight
+    FROM upstream_channels c ORDER BY c.name COLLATE "C"`,
+  // sum() of bigint is numeric: cast back to bigint, which is read as a number.
+  upstreamUsageReport: `
+    SELECT u.channel, t.model, count(*) AS tasks, count(*) FILTER (WHERE t.status = 'succeeded') AS succeeded,
+           coalesce(sum(u.completion_tokens), 0)::bigint AS completion_tokens, coalesce(sum(u.total_tokens), 0)::bigint AS total_tokens,
+           sum(t.credits_charged)::bigint AS credits_charged, sum(t.credits_refunded)::bigint AS credits_refunded
+    FROM upstream_tasks u JOIN tasks t ON t.id = u.task_id
+    WHERE t.created_at >= $1 AND t.created_at < $2
+    GROUP BY u.channel, t.model ORDER BY u.channel COLLATE "C", t.model COLLATE "C"`,
   taskPage: (byStatus: boolean) => `
     SELECT * FROM tasks_with_webhook
     WHERE account_id = $1 ${byStatus ? 'AND status = $5' : ''}
@@ -314,6 +388,8 @@ export class PgStore implements Store {
       const cancelled = await this.one(SQL.cancelTask, [input.accountId, input.id, input.now], client);
       if (cancelled) {
         await this.refundIn(client, cancelled, 'cancelled', input.now);
+        // Its upstream task, if any, is stopped (queued upstream) or its result discarded: the follower looks now.
+        await this.upstreamDueNowIn(client, input.id, input.now);
         await this.enqueueWebhookIn(client, input.id, input.now);
         return { kind: 'cancelled', task: toTask((await this.one(SQL.selectTask, [input.accountId, input.id], client))!) };
       }
@@ -322,6 +398,12 @@ export class PgStore implements Store {
       if (row.status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
       return { kind: 'invalid_state', status: row.status };
     });
+  }
+
+  /** Makes a task's upstream row due now and wakes the workers of every process (at commit) when there was one. */
+  private async upstreamDueNowIn(client: Queryable, taskId: string, now: Date): Promise<void> {
+    const changed = (await client.query(SQL.upstreamDueNow, [taskId, now])).rowCount ?? 0;
+    if (changed > 0) await client.query(SQL.notify, [JOBS_CHANNEL, 'upstream']);
   }
 
   /** The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. */
@@ -354,22 +436,28 @@ export class PgStore implements Store {
   }
 
   async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
-    return this.transaction(async (client): Promise<CompleteOutcome> => {
-      const changed = (await client.query(SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt])).rowCount === 1;
-      if (changed) await this.enqueueWebhookIn(client, input.id, input.now);
-      const row = await this.one(SQL.selectTaskById, [input.id], client);
-      return changed && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
-    });
+    return this.transaction((client) => this.completeTaskIn(client, input));
+  }
+
+  private async completeTaskIn(client: Queryable, input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
+    const changed = (await client.query(SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt])).rowCount === 1;
+    if (changed) await this.enqueueWebhookIn(client, input.id, input.now);
+    const row = await this.one(SQL.selectTaskById, [input.id], client);
+    return changed && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
-    return this.transaction(async (client): Promise<FailOutcome> => {
-      const failed = await this.one(SQL.failTask, [input.id, input.now, input.code, input.message], client);
-      if (!failed) return { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status };
-      await this.refundIn(client, failed, input.code, input.now);
-      await this.enqueueWebhookIn(client, input.id, input.now);
-      return { kind: 'failed', task: toTask((await this.one(SQL.selectTaskById, [input.id], client))!) };
-    });
+    return this.transaction((client) => this.failTaskIn(client, input));
+  }
+
+  private async failTaskIn(client: Queryable, input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
+    const failed = await this.one(SQL.failTask, [input.id, input.now, input.code, input.message], client);
+    if (!failed) return { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status };
+    await this.refundIn(client, failed, input.code, input.now);
+    await this.enqueueWebhookIn(client, input.id, input.now);
+    // Its upstream task, if any, is stopped or its result discarded: the follower looks now.
+    await this.upstreamDueNowIn(client, input.id, input.now);
+    return { kind: 'failed', task: toTask((await this.one(SQL.selectTaskById, [input.id], client))!) };
   }
 
   async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
@@ -485,5 +573,137 @@ export class PgStore implements Store {
       [input.accountId, input.secret, input.previousValidUntil],
     );
     return result.rowCount === 1;
+  }
+
+  // --- Upstream tasks ---------------------------------------------------------
+
+  async reserveUpstream(input: { taskId: string; channels: { name: string; limit: number }[]; now: Date }): Promise<ReserveUpstreamOutcome> {
+    return this.transaction(async (client): Promise<ReserveUpstreamOutcome> => {
+      // The task's row first (the order cancelTask and failTask take rows in): a reservation of the same task waits here for this one.
+      const task = await this.one(SQL.lockTask, [input.taskId], client);
+      const existing = await this.one(SQL.selectUpstreamTask, [input.taskId], client);
+      if (existing) return { kind: 'exists', upstream: toUpstreamTask(existing) };
+      if (task?.status !== TASK_STATES.queued) return { kind: 'not_queued', status: task?.status };
+      for (const channel of input.channels) {
+        // No row for a channel that can take nothing (as SQLite, which writes one only with a reservation).
+        if (channel.limit < 1) continue;
+        await client.query(SQL.insertUpstreamChannel, [channel.name]);
+        await client.query(SQL.lockUpstreamChannel, [channel.name]);
+        // Counted after the lock, so with every reservation committed before it.
+        if ((await this.one(SQL.countUpstreamInFlight, [channel.name], client))!.n >= channel.limit) continue;
+        if ((await client.query(SQL.insertUpstreamTask, [input.taskId, channel.name, input.now])).rowCount === 0) {
+          // Another transaction wrote the task's row meanwhile: never two creates for one task.
+          return { kind: 'exists', upstream: toUpstreamTask((await this.one(SQL.selectUpstreamTask, [input.taskId], client))!) };
+        }
+        return { kind: 'reserved', channel: channel.name, task: toTask((await this.one(SQL.selectTaskById, [input.taskId], client))!) };
+      }
+      return { kind: 'full' };
+    });
+  }
+
+  async releaseUpstreamReservation(input: { taskId: string; channel: string; error: string; now: Date; countFailure: boolean; cooldownAfter: number; cooldownMs: number }): Promise<void> {
+    await this.transaction(async (client) => {
+      await client.query(SQL.deleteUpstreamReservation, [input.taskId, input.channel]);
+      if (!input.countFailure) return;
+      await client.query(SQL.insertUpstreamChannel, [input.channel]);
+      await client.query(SQL.recordChannelFailure, [input.channel, input.error, input.now, input.cooldownAfter, new Date(input.now.getTime() + input.cooldownMs)]);
+    });
+  }
+
+  async recordUpstreamCreated(input: { taskId: string; upstreamId: string; now: Date; nextCheckAt: Date }): Promise<{ task: TaskRecord | undefined; started: boolean }> {
+    return this.transaction(async (client) => {
+      const row = await this.one(SQL.selectUpstreamTask, [input.taskId], client);
+      if (!row || row.state !== 'creating') throw new Error(`upstream task of ${input.taskId} is not being created`);
+      const started = (await client.query(SQL.startQueuedTask, [input.taskId, input.now])).rowCount === 1;
+      // A task that ended while its create was on the wire: the follower cancels it upstream at once.
+      const nextCheckAt = started ? input.nextCheckAt : input.now;
+      const created = await this.one(SQL.recordUpstreamCreated, [input.taskId, input.upstreamId, input.now, nextCheckAt], client);
+      // Changed by another transaction since it was read: nothing of this one stays (the task is not started).
+      if (!created) throw new Error(`upstream task of ${input.taskId} is not being created`);
+      await client.query(SQL.recordChannelCreate, [created.channel]);
+      const task = await this.one(SQL.selectTaskById, [input.taskId], client);
+      return { task: task && toTask(task), started };
+    });
+  }
+
+  async endUpstream(input: Parameters<Store['endUpstream']>[0]): Promise<{ task: TaskRecord | undefined; changed: boolean; outcome: UpstreamOutcome }> {
+    return this.transaction(async (client) => {
+      const row = await this.one(SQL.selectUpstreamTask, [input.taskId], client);
+      if (!row) throw new Error(`no upstream task for ${input.taskId}`);
+      let outcome = input.outcome;
+      let changed = false;
+      // The task's row before the upstream row, the order cancelTask and failTask take them in.
+      if (input.complete) {
+        changed = (await this.completeTaskIn(client, { id: input.taskId, now: input.now, ...input.complete })).kind === 'succeeded';
+        if (!changed) outcome = 'discarded';
+      } else if (input.fail) {
+        changed = (await this.failTaskIn(client, { id: input.taskId, now: input.now, ...input.fail })).kind === 'failed';
+      }
+      // Conditional: of two transactions ending the row, one counts the outcome against the channel.
+      const ended = await this.one(SQL.endUpstreamTask, [input.taskId, input.now, outcome, input.upstreamStatus ?? null, input.error ?? null], client);
+      if (ended) await client.query(SQL.countChannelOutcome, [ended.channel, outcome === 'lost' ? 1 : 0, outcome === 'discarded' ? 1 : 0]);
+      const task = await this.one(SQL.selectTaskById, [input.taskId], client);
+      return { task: task && toTask(task), changed, outcome };
+    });
+  }
+
+  async claimUpstreamWork(input: { kind: 'check' | 'download'; workerId: string; now: Date; leaseMs: number; limit: number }): Promise<UpstreamTaskRecord[]> {
+    if (input.limit < 1) return [];
+    const state = input.kind === 'check' ? 'following' : 'downloading';
+    const rows = await this.all(SQL.claimUpstreamWork, [state, input.workerId, input.now, new Date(input.now.getTime() + input.leaseMs), input.limit]);
+    return rows.map(toUpstreamTask);
+  }
+
+  async extendUpstreamLease(input: { taskId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean> {
+    const result = await this.pool.query(SQL.extendUpstreamLease, [input.taskId, input.workerId, new Date(input.now.getTime() + input.leaseMs)]);
+    return result.rowCount === 1;
+  }
+
+  async recordUpstreamChecks(input: { workerId: string; now: Date; checks: { taskId: string; upstreamStatus: string; nextCheckAt: Date; error?: string }[] }): Promise<void> {
+    if (input.checks.length === 0) return;
+    await this.transaction(async (client) => {
+      for (const check of input.checks) {
+        await client.query(SQL.recordUpstreamCheck, [check.taskId, input.workerId, check.upstreamStatus, check.nextCheckAt, check.error ?? null, input.now]);
+      }
+    });
+  }
+
+  async markUpstreamSucceeded(input: { taskId: string; videoUrl: string; usage: UpstreamUsage | null; now: Date }): Promise<void> {
+    await this.pool.query(SQL.markUpstreamSucceeded, [input.taskId, input.videoUrl, input.usage?.completionTokens ?? null, input.usage?.totalTokens ?? null, input.now]);
+  }
+
+  async retryUpstreamDownload(input: { taskId: string; now: Date; nextAt: Date; error: string }): Promise<void> {
+    await this.pool.query(SQL.retryUpstreamDownload, [input.taskId, input.now, input.nextAt, input.error]);
+  }
+
+  async requestUpstreamCheck(input: { taskId: string; now: Date }): Promise<boolean> {
+    return this.transaction(async (client) => {
+      const changed = (await client.query(SQL.requestUpstreamCheck, [input.taskId, input.now])).rowCount === 1;
+      // At commit, every worker process listening wakes, whichever follows the task.
+      if (changed) await client.query(SQL.notify, [JOBS_CHANNEL, 'upstream']);
+      return changed;
+    });
+  }
+
+  async getUpstreamTask(taskId: string): Promise<UpstreamTaskRecord | undefined> {
+    const row = await this.one(SQL.selectUpstreamTask, [taskId]);
+    return row && toUpstreamTask(row);
+  }
+
+  async listUpstreamChannels(): Promise<UpstreamChannelRecord[]> {
+    return (await this.all(SQL.selectUpstreamChannels, [])).map(toUpstreamChannel);
+  }
+
+  async upstreamUsageReport(input: { from: Date; to: Date }): Promise<UpstreamUsageRow[]> {
+    return (await this.all(SQL.upstreamUsageReport, [input.from, input.to])).map((r) => ({
+      channel: r.channel,
+      model: r.model,
+      tasks: r.tasks,
+      succeeded: r.succeeded,
+      completionTokens: r.completion_tokens,
+      totalTokens: r.total_tokens,
+      creditsCharged: r.credits_charged,
+      creditsRefunded: r.credits_refunded,
+    }));
   }
 }
