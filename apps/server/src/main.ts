@@ -75,7 +75,7 @@ export async function runService(argv: string[]): Promise<void> {
       logger,
       events,
       config,
-      metrics: createMetrics(store),
+      metrics: createMetrics(store, { channels: config.upstream.channels.map((c) => ({ name: c.name, maxInFlight: c.maxInFlight })) }),
       rateLimiter: backend.rateLimiter,
       docsHtml: docsLoader(),
       shutdown: shutdown.signal,

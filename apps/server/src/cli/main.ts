@@ -6,13 +6,14 @@
  */
 import { parseArgs } from 'node:util';
 import { createAccount, issueApiKey, newWebhookSecret } from '../accounts.js';
-import { ConfigError, loadConfig } from '../config.js';
+import { ConfigError, loadConfig, type Config } from '../config.js';
 import { isScope, SCOPES, type KeyMode, type Scope } from '../domain/keys.js';
 import { toTaskResource } from '../domain/task-view.js';
 import { systemClock } from '../interfaces.js';
 import { openBackend, type Backend } from '../store/open.js';
 import pino from 'pino';
 import type { Store } from '../store/store.js';
+import { channelsView, upstreamTaskJson, upstreamTaskText, usageReportView } from './upstream-views.js';
 
 const USAGE = `usage: vidgen <command> [options] [--json]
 
@@ -27,7 +28,10 @@ const USAGE = `usage: vidgen <command> [options] [--json]
   credits grant --account ID --amount N [--note TEXT]
                                                   add credits (a ledger entry)
   ledger --account ID                             the account's ledger and balance audit
-  tasks show REQUEST_ID                           a task of any account
+  tasks show REQUEST_ID                           a task of any account, with its upstream part if it has one
+  channels                                        the upstream channels: configuration, in flight, health, counts (never a key)
+  upstream report [--from ISO] [--to ISO]         upstream usage and credits per channel and model, of tasks created
+                                                  in [from, to); --to defaults to now, --from to 24 hours before --to
   webhooks list --account ID                      the account's webhook deliveries
   webhooks attempts DELIVERY_ID                   every attempt of a delivery
   webhooks redeliver DELIVERY_ID                  send a delivery again from now
@@ -52,6 +56,8 @@ const options = {
   note: { type: 'string' },
   'overlap-hours': { type: 'string' },
   role: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>['values'];
@@ -70,8 +76,15 @@ function wholeNumber(raw: string, name: string, min: number): number {
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
 
-async function run(store: Store, positionals: string[], values: Values): Promise<{ json: unknown; text: string }> {
+function instant(raw: string, name: string): Date {
+  const date = new Date(raw);
+  if (Number.isNaN(date.getTime())) throw new UsageError(`--${name} must be an ISO 8601 date or time, e.g. 2026-11-22T10:00:00Z`);
+  return date;
+}
+
+async function run(store: Store, config: Config, positionals: string[], values: Values): Promise<{ json: unknown; text: string }> {
   const now = systemClock.now();
+  const channelKeys = config.upstream.channels.map((channel) => channel.apiKey);
   const [group, action, argument] = positionals;
   const command = group === 'webhooks' && action === 'secret' ? `webhooks secret ${argument ?? ''}`.trim() : `${group ?? ''} ${action ?? ''}`.trim();
 
@@ -146,7 +159,16 @@ async function run(store: Store, positionals: string[], values: Values): Promise
       const task = await store.findTask(argument);
       if (!task) throw new NotFound(`no task ${argument}`);
       const resource = { ...toTaskResource(task), accountId: task.accountId, webhookUrl: task.webhookUrl };
-      return { json: resource, text: JSON.stringify(resource, null, 2) };
+      const upstream = upstreamTaskJson(await store.getUpstreamTask(task.id), channelKeys);
+      return { json: { ...resource, upstream }, text: `${JSON.stringify(resource, null, 2)}\n${upstreamTaskText(upstream)}` };
+    }
+    case 'channels':
+      return channelsView(config.upstream.channels, await store.listUpstreamChannels(), now);
+    case 'upstream report': {
+      const to = values.to ? instant(values.to, 'to') : now;
+      const from = values.from ? instant(values.from, 'from') : new Date(to.getTime() - 24 * 3600_000);
+      if (from.getTime() >= to.getTime()) throw new UsageError('--from must be before --to');
+      return usageReportView(await store.upstreamUsageReport({ from, to }), from, to);
     }
     case 'webhooks list': {
       const deliveries = await store.listDeliveries(required(values, 'account'), 100);
@@ -212,8 +234,10 @@ async function main(argv: string[]): Promise<number> {
   }
   let backend: Backend | undefined;
   try {
-    backend = await openBackend(loadConfig(), { logger: pino({ level: 'silent' }), listen: false, supervise: false });
-    const result = parsed.positionals[0] === 'migrate' ? { json: { migrated: true }, text: 'migrations applied' } : await run(backend.store, parsed.positionals, parsed.values);
+    const config = loadConfig();
+    backend = await openBackend(config, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
+    const result =
+      parsed.positionals[0] === 'migrate' ? { json: { migrated: true }, text: 'migrations applied' } : await run(backend.store, config, parsed.positionals, parsed.values);
     process.stdout.write(`${parsed.values.json ? JSON.stringify(result.json, null, 2) : result.text}\n`);
     return 0;
   } catch (error) {
