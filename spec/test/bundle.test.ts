@@ -38,7 +38,7 @@ describe('the bundled document', () => {
       Object.values(item).flatMap((op) => (op && typeof op === 'object' && op.operationId ? [op.operationId] : [])),
     );
     expect(ids.sort()).toEqual(
-      ['cancelGeneration', 'getGeneration', 'getHealth', 'getMetrics', 'getOpenApiDocument', 'getOutputFile', 'getReadiness', 'getReference', 'listGenerations', 'listModels', 'submitGeneration'].sort(),
+      ['cancelGeneration', 'getGeneration', 'getHealth', 'getMetrics', 'getOpenApiDocument', 'getOutputFile', 'getReadiness', 'getReference', 'listGenerations', 'listModels', 'receiveUpstreamCallback', 'submitGeneration'].sort(),
     );
     expect(Object.keys(bundle.webhooks)).toEqual(['videoGenerationCompleted']);
   });

@@ -16,6 +16,7 @@ import { registerFileRoutes } from './http/routes/files.js';
 import { registerGenerationRoutes } from './http/routes/generations.js';
 import { registerModelRoutes } from './http/routes/models.js';
 import { registerServiceRoutes } from './http/routes/service.js';
+import { registerUpstreamCallbackRoutes } from './http/routes/upstream-callbacks.js';
 import { honoPath, specOperations } from './http/spec.js';
 import { isStoreUnavailable } from './store/unavailable.js';
 import { withSafeErrors } from './logging.js';
@@ -39,6 +40,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   registerModelRoutes(app, deps);
   registerGenerationRoutes(app, deps);
   registerFileRoutes(app, deps);
+  registerUpstreamCallbackRoutes(app, deps);
 
   // A known path with a method the spec does not give it: 405 with Allow.
   const methodsByPath = new Map<string, string[]>();

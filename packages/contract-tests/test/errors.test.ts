@@ -149,6 +149,10 @@ const cases: ErrorCase[] = [
     code: 'idempotency_key_reused',
     onMock: 'prefer',
   },
+  // The upstream's callbacks: no key; the harness's server asks for none, so it answers every one 404
+  { name: 'a callback without a token', operationId: 'receiveUpstreamCallback', options: () => ({ path: { requestId: UNKNOWN_TASK_ID }, body: {}, apiKey: null }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'token' },
+  { name: 'a callback with a token not issued for the task', operationId: 'receiveUpstreamCallback', options: () => ({ path: { requestId: UNKNOWN_TASK_ID }, query: { token: 'not-a-token' }, body: {}, apiKey: null }), status: 404, code: 'not_found', onMock: 'prefer' },
+  { name: 'a callback body over 64 KiB', operationId: 'receiveUpstreamCallback', options: () => ({ path: { requestId: UNKNOWN_TASK_ID }, query: { token: 'not-a-token' }, body: { blob: 'x'.repeat(70_000) }, apiKey: null }), status: 413, code: 'payload_too_large', onMock: 'prefer' },
   // 429, 500, 503: documented shapes (the server's own tests provoke them)
   { name: 'submission rate over the limit', operationId: 'submitGeneration', options: () => ({ body: minimalSubmit() }), status: 429, code: 'rate_limited', onMock: 'prefer', needs: 'baseUrl' },
   { name: 'read rate over the limit', operationId: 'listModels', options: () => ({}), status: 429, code: 'rate_limited', onMock: 'prefer', needs: 'baseUrl' },
@@ -158,6 +162,7 @@ const cases: ErrorCase[] = [
 
 /** Cases the real server cannot be driven into from outside, and where they are shown instead. */
 const SERVER_SIDE_ONLY: Record<string, string> = {
+  'a callback without a token': 'the harness asks for no callbacks (no VIDGEN_PUBLIC_BASE_URL), so its server answers 404; apps/server/test/upstream-callbacks.test.ts shows it',
   'an Idempotency-Key still in progress': 'a claim and its answer commit together; apps/server/test/store.test.ts shows it',
   'submission rate over the limit': 'rate limits arrive with the hardening issue',
   'read rate over the limit': 'rate limits arrive with the hardening issue',

@@ -12,6 +12,7 @@ import { isMock } from '../src/target.js';
 function validRequest(operationId: string): CallOptions {
   if (operationId === 'submitGeneration') return { body: minimalSubmit() };
   if (operationId === 'getGeneration' || operationId === 'cancelGeneration') return { path: { requestId: MOCK_TASK_ID } };
+  if (operationId === 'receiveUpstreamCallback') return { path: { requestId: MOCK_TASK_ID }, query: { token: '3yQmE0bq7xWk2nV9cR1tZ5pL8sD4fH6jA0uG2oI7eKw' }, body: { status: 'succeeded' }, apiKey: null };
   if (operationId === 'getOutputFile') return { path: { fileName: `${MOCK_TASK_ID}.mp4` }, query: { expires: '1764410462', sig: '6q1oVbQf3WcR0m2xk3P9' }, apiKey: null };
   return {};
 }

@@ -189,6 +189,20 @@ describe('operations', () => {
     });
   });
 
+  describe('receiveUpstreamCallback', () => {
+    // The harness's server has no public base URL, so it asks the upstream for no callbacks and answers every one 404.
+    it('takes a callback without a key: 204 on the mock, 404 from a server that issued no such token', async () => {
+      const reply = await call('receiveUpstreamCallback', {
+        path: { requestId: MOCK_TASK_ID },
+        query: { token: 'not-a-token-this-server-issued' },
+        body: { id: 'cgt-20261122100000-abcde', status: 'succeeded' },
+        apiKey: null,
+      });
+      expectConforms('receiveUpstreamCallback', reply, isMock ? 204 : 404);
+      if (isMock) expect(reply.text).toBe('');
+    });
+  });
+
   describe('service endpoints', () => {
     it.each(['getHealth', 'getReadiness', 'getMetrics', 'getReference'])('%s answers 200 without a key', async (operationId) => {
       const reply = await call(operationId, { apiKey: null });

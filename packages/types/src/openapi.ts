@@ -159,6 +159,42 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/upstream/callbacks/{requestId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take a status callback from the upstream
+         * @description For the upstream provider only, not for API clients. When the service has a public base
+         *     URL (`VIDGEN_PUBLIC_BASE_URL`), every task it creates upstream asks the upstream to
+         *     `POST` here on status changes, at a URL made for that task: its `requestId` and a `token`
+         *     that the service derives from the id with its own secret (nothing is stored; an id
+         *     without its token is useless).
+         *
+         *     A callback is only a hint. Its body is never trusted, parsed or stored: the callback makes
+         *     the service query the upstream for that task at once instead of at its next scheduled
+         *     check, and the result comes from that query. So the body may have any shape and any
+         *     `Content-Type` (none is refused with `415`), up to the usual 64 KiB.
+         *
+         *     `204` when the token is the one issued for this id, also when the task is not being
+         *     followed any more (it finished, was cancelled, or is unknown to the store): there is
+         *     nothing for the upstream to retry. `400` when `token` is missing or over 128 characters.
+         *     `404` when the token is not the one issued for this id, whether or not the task exists (the answer never tells
+         *     which), and for every callback when this deployment asks for none (no public base URL).
+         *     No API key is needed, and no per-key rate limit applies.
+         */
+        post: operations["receiveUpstreamCallback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1493,6 +1529,83 @@ export interface operations {
                     "application/json": components["schemas"]["RangeNotSatisfiableError"];
                 };
             };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    receiveUpstreamCallback: {
+        parameters: {
+            query: {
+                /**
+                 * @description The task's callback token, as in the callback URL the service gave the upstream. Never logged.
+                 * @example 3yQmE0bq7xWk2nV9cR1tZ5pL8sD4fH6jA0uG2oI7eKw
+                 */
+                token: string;
+            };
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path: {
+                /**
+                 * @description The task the callback is about, as in the callback URL the service gave the upstream.
+                 * @example gen_01JD6Z8K4T9QW3M5R7X2B6C8N0
+                 */
+                requestId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * @description Whatever the upstream sends (its task's status, in its own shape). Ignored: not parsed,
+         *     not validated, not stored. Any `Content-Type` is taken.
+         */
+        requestBody?: {
+            content: {
+                "application/json": unknown;
+                "*/*": unknown;
+            };
+        };
+        responses: {
+            /**
+             * @description Taken as a hint: the task is queried upstream at once. Also the answer when the task
+             *     is no longer being followed (nothing to query). No body.
+             */
+            204: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid_request`: `token` is missing or longer than 128 characters; `details` names it. */
+            400: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidRequestError"];
+                };
+            };
+            /**
+             * @description `not_found`: the token is not the one issued for this id, whether or not the task
+             *     exists (the answer does not tell which); or this deployment asks for no callbacks.
+             */
+            404: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
     };

@@ -146,17 +146,22 @@ export function authenticate(deps: { store: Store; clock: Clock; apiKeyCache?: A
 const notReceivedWhole = (error: unknown) =>
   error instanceof ApiError ? error : new ApiError('invalid_request', 'the request body was not received whole');
 
-/**
- * JSON bodies only (415), at most 64 KiB (413): a declared Content-Length over
- * it is refused unread; a chunked body is counted as it arrives and refused the
- * moment it passes the limit (what follows is discarded, not kept).
- */
+/** JSON bodies only (415), at most 64 KiB (413, bodySizeLimit). */
 export function jsonBody(): MiddlewareHandler<AppEnv>[] {
   const contentType: MiddlewareHandler<AppEnv> = async (c, next) => {
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json') throw new ApiError('unsupported_media_type', 'send the body as Content-Type: application/json');
     await next();
   };
+  return [contentType, bodySizeLimit()];
+}
+
+/**
+ * At most 64 KiB (413), whatever the Content-Type: a declared Content-Length
+ * over it is refused unread; a chunked body is counted as it arrives and
+ * refused the moment it passes the limit (what follows is discarded, not kept).
+ */
+export function bodySizeLimit(): MiddlewareHandler<AppEnv> {
   const limit = bodyLimit({
     maxSize: BODY_LIMIT_BYTES,
     onError: () => {
@@ -178,7 +183,7 @@ export function jsonBody(): MiddlewareHandler<AppEnv>[] {
       throw notReceivedWhole(error);
     }
   };
-  return [contentType, size];
+  return size;
 }
 
 /**
