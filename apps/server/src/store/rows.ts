@@ -4,7 +4,7 @@
  * PostgreSQL: parsed jsonb), which `read` says.
  */
 import type { Scope } from '../domain/keys.js';
-import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, TaskRecord, UpstreamChannelRecord, UpstreamTaskRecord } from './store.js';
+import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, TaskRecord, UpstreamChannelRecord, UpstreamTaskRecord, UpstreamUsageRow } from './store.js';
 
 export type Row = Record<string, any>;
 
@@ -103,6 +103,17 @@ export function rowMappers(read: ColumnReader) {
       createFailures: row.create_failures,
       lostCreates: row.lost_creates,
       discardedResults: row.discarded_results,
+    }),
+
+    toUpstreamUsageRow: (row: Row): UpstreamUsageRow => ({
+      channel: row.channel,
+      model: row.model,
+      tasks: row.tasks,
+      succeeded: row.succeeded,
+      completionTokens: row.completion_tokens,
+      totalTokens: row.total_tokens,
+      creditsCharged: row.credits_charged,
+      creditsRefunded: row.credits_refunded,
     }),
 
     toLedgerEntry: (row: Row): LedgerEntry => ({

@@ -61,7 +61,7 @@ const TYPES = {
     oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
+const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
@@ -695,15 +695,6 @@ export class PgStore implements Store {
   }
 
   async upstreamUsageReport(input: { from: Date; to: Date }): Promise<UpstreamUsageRow[]> {
-    return (await this.all(SQL.upstreamUsageReport, [input.from, input.to])).map((r) => ({
-      channel: r.channel,
-      model: r.model,
-      tasks: r.tasks,
-      succeeded: r.succeeded,
-      completionTokens: r.completion_tokens,
-      totalTokens: r.total_tokens,
-      creditsCharged: r.credits_charged,
-      creditsRefunded: r.credits_refunded,
-    }));
+    return (await this.all(SQL.upstreamUsageReport, [input.from, input.to])).map(toUpstreamUsageRow);
   }
 }

@@ -48,7 +48,7 @@ const ms = (date: Date | null | undefined) => (date ? date.getTime() : null);
 /** A job's id names its claim too (`<row id>.<claim>`): only the claim that holds a job can finish it. */
 const toJob = (row: Row): Job => ({ id: `${row.id}.${row.claims}`, taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
 
-const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel } = rowMappers({ date: (value) => (value === null || value === undefined ? null : new Date(value as number)), json: (value) => JSON.parse(value as string) });
+const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow } = rowMappers({ date: (value) => (value === null || value === undefined ? null : new Date(value as number)), json: (value) => JSON.parse(value as string) });
 
 export class SqliteStore implements Store, JobQueue {
   readonly db: Database.Database;
@@ -606,16 +606,7 @@ export class SqliteStore implements Store, JobQueue {
 
   upstreamUsageReport(input: { from: Date; to: Date }): Promise<UpstreamUsageRow[]> {
     return this.group.read(() =>
-      (this.sql.upstreamUsageReport.all({ from: ms(input.from), to: ms(input.to) }) as Row[]).map((r) => ({
-        channel: r.channel,
-        model: r.model,
-        tasks: r.tasks,
-        succeeded: r.succeeded,
-        completionTokens: r.completion_tokens,
-        totalTokens: r.total_tokens,
-        creditsCharged: r.credits_charged,
-        creditsRefunded: r.credits_refunded,
-      })),
+      (this.sql.upstreamUsageReport.all({ from: ms(input.from), to: ms(input.to) }) as Row[]).map(toUpstreamUsageRow),
     );
   }
 
