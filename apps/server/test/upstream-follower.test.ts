@@ -63,7 +63,7 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
   });
   afterAll(async () => opened?.done());
 
-  async function setup(options: { downloadAttempts?: number } = {}): Promise<Setup> {
+  async function setup(options: { downloadAttempts?: number; /** Clock time a list request takes. */ listTakesMs?: number } = {}): Promise<Setup> {
     const backend: Backend = await opened.fresh();
     const outputs = mkdtempSync(join(dir, 'outputs-'));
     const files = createLocalOutputFiles({ directory: outputs, publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('test-secret') });
@@ -75,7 +75,14 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
     });
     backend.onJobEnqueued(() => workers.forEach((w) => w.wake()));
     const channel: ChannelConfig = { name: 'main', kind: 'byteplus', baseUrl: standin.baseUrl, apiKey: API_KEY, modelIds: MODEL_IDS, maxInFlight: 1_000, priority: 0, weight: 1 };
-    const client = createUpstreamClient({ baseUrl: standin.baseUrl, apiKey: API_KEY, requestTimeoutMs: 5_000 });
+    const real = createUpstreamClient({ baseUrl: standin.baseUrl, apiKey: API_KEY, requestTimeoutMs: 5_000 });
+    const client: typeof real = {
+      ...real,
+      list: async (ids) => {
+        h.clock.advance(options.listTakesMs ?? 0);
+        return real.list(ids);
+      },
+    };
     let n = 0;
     const process = () => {
       const id = `test_${++n}`;
@@ -170,6 +177,23 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
     expect(existsSync(join(s.outputs, task!.outputKey!))).toBe(true);
     expect(await upstreamOf(s, ids[0]!)).toMatchObject({ state: 'ended', outcome: 'succeeded', usage: { completionTokens: 108900, totalTokens: 108900 } });
     expect(await refunds(s, accountId)).toBe(0);
+  });
+
+  it.skipIf(skip)('queries each followed task every period, however long its list request takes', async () => {
+    const s = await setup({ listTakesMs: 300 });
+    const { key } = await s.account();
+    standin.enqueue(scripts.runsForever());
+    const [id] = await submit(s, key, 1);
+    await created(s, [id!]);
+    await round(s);
+    expect(standin.listed()).toHaveLength(1);
+    // The follower's timer fires one period after the last: 300 ms of it went on the list request.
+    for (let i = 2; i <= 5; i++) {
+      s.clock.advance(POLL_MS - 300);
+      await s.follower.idle();
+      expect(standin.listed()).toHaveLength(i);
+    }
+    expect(await upstreamOf(s, id!)).toMatchObject({ state: 'following', upstreamStatus: 'running' });
   });
 
   it.skipIf(skip)('maps every upstream ending to the contract and refunds each exactly once', async () => {

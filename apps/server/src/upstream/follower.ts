@@ -87,6 +87,13 @@ export function createFollower(options: FollowerOptions): Follower {
   }
 
   type Check = { taskId: string; upstreamStatus: string; nextCheckAt: Date; error?: string };
+  /**
+   * When the tasks of this round are next due: one period after the round's claim, less a little, so
+   * that the next round (its timer set one period after this one's) finds them due. Counted from the
+   * end of the list request instead, each task was seen every other round: every 10 s at a 5 s period.
+   * Rounds never overlap, so one value serves the round.
+   */
+  let nextCheckAt = new Date(0);
 
   /** What to do with one followed task, given what the upstream says of it. */
   async function act(record: UpstreamTaskRecord, seen: UpstreamTask, client: RemoteProvider, checks: Check[]): Promise<void> {
@@ -96,14 +103,14 @@ export function createFollower(options: FollowerOptions): Follower {
         if (!ours) {
           const cancelled = await client.cancel(seen.id);
           if (cancelled.ok) return end(record, 'cancelled', { upstreamStatus: 'cancelled' });
-          checks.push({ taskId: record.taskId, upstreamStatus: seen.status, nextCheckAt: later(options.pollMs), error: `cancel refused: ${cancelled.message}` });
+          checks.push({ taskId: record.taskId, upstreamStatus: seen.status, nextCheckAt: nextCheckAt, error: `cancel refused: ${cancelled.message}` });
           return;
         }
-        checks.push({ taskId: record.taskId, upstreamStatus: seen.status, nextCheckAt: later(options.pollMs) });
+        checks.push({ taskId: record.taskId, upstreamStatus: seen.status, nextCheckAt: nextCheckAt });
         return;
       case 'running':
         // Our task may have ended: a running upstream task cannot be cancelled; its result is discarded when it comes.
-        checks.push({ taskId: record.taskId, upstreamStatus: seen.status, nextCheckAt: later(options.pollMs) });
+        checks.push({ taskId: record.taskId, upstreamStatus: seen.status, nextCheckAt: nextCheckAt });
         return;
       case 'succeeded':
         await store.markUpstreamSucceeded({ taskId: record.taskId, videoUrl: seen.videoUrl!, usage: seen.usage ?? null, now: clock.now() });
@@ -121,7 +128,7 @@ export function createFollower(options: FollowerOptions): Follower {
     const checks: Check[] = [];
     const client = options.clients.get(channel);
     const retryLater = (record: UpstreamTaskRecord, error: string) =>
-      checks.push({ taskId: record.taskId, upstreamStatus: record.upstreamStatus ?? 'queued', nextCheckAt: later(options.pollMs), error });
+      checks.push({ taskId: record.taskId, upstreamStatus: record.upstreamStatus ?? 'queued', nextCheckAt: nextCheckAt, error });
     if (!client) {
       // A channel removed from the configuration while it still had tasks: they wait for it to come back.
       records.forEach((record) => retryLater(record, `channel ${channel} is not configured in this process`));
@@ -160,7 +167,9 @@ export function createFollower(options: FollowerOptions): Follower {
   }
 
   async function checkDue(): Promise<void> {
-    const claimed = await store.claimUpstreamWork({ kind: 'check', workerId: options.workerId, now: clock.now(), leaseMs: options.leaseMs, limit: MAX_CHECKS_PER_ROUND });
+    const roundAt = clock.now();
+    nextCheckAt = new Date(roundAt.getTime() + options.pollMs - Math.min(500, options.pollMs / 10));
+    const claimed = await store.claimUpstreamWork({ kind: 'check', workerId: options.workerId, now: roundAt, leaseMs: options.leaseMs, limit: MAX_CHECKS_PER_ROUND });
     if (claimed.length === 0) return;
     const batches: [string, UpstreamTaskRecord[]][] = [];
     const byChannel = new Map<string, UpstreamTaskRecord[]>();
