@@ -4,7 +4,7 @@
  * writes BENCHMARKS.md at the repository root.
  *
  *   pnpm bench [--quick] [--write | --no-write] [--cpu-prof [--cpu-prof-dir DIR]]
- *              [--seconds 10] [--connections 50] [--threads 1] [--skip http,scale,rss,pipeline]
+ *              [--seconds 10] [--connections 50] [--threads 1] [--skip http,scale,rss,pipeline,upstream]
  *              [--only query,missing,list,models,submit,cancel] [--note TEXT]
  *
  * 1. HTTP. The ceiling (bench/http/ceiling.ts: a bare Hono app on
@@ -27,6 +27,10 @@
  *    100,000), sampled every quarter.
  * 4. Pipeline: bench/pipeline.ts (instant provider, webhooks to an HTTPS
  *    receiver), SQLite and, when reachable, PostgreSQL.
+ * 5. Upstream following: bench/upstream.ts (1,000 tasks of 60 s on the
+ *    BytePlus stand-in, one server process; --quick: 200 of 10 s), its section
+ *    `## Upstream following` before the targets. Skipped, the section a
+ *    previous run (or `pnpm bench:upstream --write`) wrote is kept.
  *
  * The account and its key are made with the operator CLI; every child process
  * is stopped when the run ends, fails or is interrupted. BENCHMARKS.md is
@@ -44,6 +48,7 @@ import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
 import { runWrk, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
+import { judgeUpstream, placeSection, renderUpstreamSection, runUpstreamBench, sectionOf, UPSTREAM_FULL, UPSTREAM_QUICK } from './upstream.js';
 
 /** The line after which BENCHMARKS.md is written by hand. */
 const ANALYSIS_MARKER = '<!-- written by hand below: kept by every run -->';
@@ -75,6 +80,7 @@ const SCALE_TASKS = QUICK ? 10_000 : FULL.scaleTasks;
 const SCALE_ROUNDS = 3;
 const RSS_REQUESTS = QUICK ? 100_000 : FULL.rssRequests;
 const PIPELINE = QUICK ? { tasks: 300, concurrency: 32, paced: 40, rate: 20 } : { tasks: 2000, concurrency: 32, paced: 200, rate: 20 };
+const UPSTREAM = QUICK ? UPSTREAM_QUICK : UPSTREAM_FULL;
 const SKIP = new Set(args.skip.split(',').filter(Boolean));
 const ONLY = args.only ? new Set(args.only.split(',').filter(Boolean)) : undefined;
 const REPO_ROOT = resolve(SERVER_ROOT, '../..');
@@ -198,6 +204,8 @@ log(`${machine.cores} × ${machine.cpu}, Node ${machine.node}, ${wrk}; load aver
 let mainServer: NodeService | undefined;
 let ceiling: NodeService | undefined;
 let floor: NodeService | undefined;
+/** The `## Upstream following` section of this run (bench/upstream.ts renders and judges it). */
+let upstreamSection: string | undefined;
 try {
   // --- The main store: the account, a real succeeded task, 999 copies of it (1,000 tasks).
   const main = await createStore(join(work, 'main'));
@@ -495,6 +503,14 @@ try {
         `latency from submit sent to webhook received for ${PIPELINE.paced} tasks paced at ${PIPELINE.rate}/s (not saturated).`,
     };
   }
+
+  // --- Upstream following: bench/upstream.ts, its own stand-in and server.
+  if (!SKIP.has('upstream')) {
+    log(`upstream following: ${UPSTREAM.tasks.toLocaleString('en-US')} tasks of ${UPSTREAM.runSeconds} s (bench/upstream.ts)`);
+    const upstream = await runUpstreamBench({ ...UPSTREAM, nodeArgs: SERVER_NODE_ARGS, log: (line) => log(`upstream: ${line}`) });
+    const notes = QUICK ? [`A --quick run: ${UPSTREAM.tasks} tasks of ${UPSTREAM.runSeconds} s, not the target's 1,000 of 60 s.`] : [];
+    upstreamSection = renderUpstreamSection(upstream, judgeUpstream(upstream), results.command, notes, { loadNote: false });
+  }
 } finally {
   if (mainServer) await stop(mainServer.child);
   if (ceiling) await stop(ceiling.child);
@@ -503,7 +519,7 @@ try {
 }
 
 const targets = judgeTargets(results, FULL);
-const report = renderReport(results, targets);
+const report = upstreamSection ? placeSection(renderReport(results, targets), upstreamSection) : renderReport(results, targets);
 console.log(`\n${report}`);
 const write = args.write || (!QUICK && !CPU_PROFILE_DIR && !ONLY && SKIP.size === 0 && !args['no-write']);
 if (write) {
@@ -511,7 +527,9 @@ if (write) {
   const target = join(REPO_ROOT, 'BENCHMARKS.md');
   const previous = existsSync(target) ? readFileSync(target, 'utf8') : '';
   const analysis = previous.includes(ANALYSIS_MARKER) ? previous.slice(previous.indexOf(ANALYSIS_MARKER)) : '';
-  writeFileSync(target, `${report}\n${analysis ? `\n${analysis}` : ''}`);
+  // The upstream part skipped: the section of the run that last measured it stays.
+  const keptUpstream = upstreamSection ? undefined : sectionOf(previous);
+  writeFileSync(target, `${keptUpstream ? placeSection(report, keptUpstream) : report}\n${analysis ? `\n${analysis}` : ''}`);
   log(`written to ${join(REPO_ROOT, 'BENCHMARKS.md')}`);
 }
 if (CPU_PROFILE_DIR && existsSync(CPU_PROFILE_DIR)) {
