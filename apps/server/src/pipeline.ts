@@ -35,7 +35,7 @@ function createProviders(config: Config): (model: ModelId) => Provider {
       case 'instant':
         return createInstantProvider({ preparedPath: join(config.dataDir, 'instant.mp4'), delayMs: config.instantDelayMs });
       case 'byteplus':
-        // Not a renderer: the worker hands this lane's jobs to the upstream submitter (upstreamLane below).
+        // Not a renderer: the worker hands this lane's jobs to the upstream submitter (`upstream` in createPipelineWorker), never to generate().
         return { name: 'byteplus', needsLocalMedia: false, generate: () => Promise.reject(new Error('the byteplus lane is run by the upstream submitter')) };
     }
   };
