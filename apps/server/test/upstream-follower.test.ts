@@ -5,6 +5,8 @@
  * workers sharing the following without doing a task twice.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +18,7 @@ import type { Worker } from '../src/queue/worker.js';
 import type { Backend } from '../src/store/open.js';
 import type { Store } from '../src/store/store.js';
 import type { ChannelConfig } from '../src/upstream/channels.js';
+import { upstreamCallbackUrl } from '../src/upstream/callback-token.js';
 import { createFollower, type Follower } from '../src/upstream/follower.js';
 import { createUpstreamSubmitter } from '../src/upstream/submitter.js';
 import { SUBMIT, testConfig, testWorker, until, validSubmit, type Harness } from './support.js';
@@ -26,6 +29,7 @@ const API_KEY = 'ark-follower-test';
 const TASKS = '/contents/generations/tasks';
 const MODEL_IDS: Partial<Record<ModelId, string>> = { 'vidgen-2.0': 'dreamina-seedance-2-0-260128', 'vidgen-2.0-fast': 'dreamina-seedance-2-0-fast-260128', 'vidgen-1.5-pro': 'seedance-1-5-pro-251215' };
 const POLL_MS = 1_000;
+const CALLBACK_SECRET = 'callback-secret';
 
 let dir: string;
 let standin: BytePlusStandin;
@@ -63,7 +67,7 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
   });
   afterAll(async () => opened?.done());
 
-  async function setup(options: { downloadAttempts?: number; /** Clock time a list request takes. */ listTakesMs?: number } = {}): Promise<Setup> {
+  async function setup(options: { downloadAttempts?: number; /** Clock time a list request takes. */ listTakesMs?: number; /** Pass a callback_url with each create. */ callbacks?: boolean } = {}): Promise<Setup> {
     const backend: Backend = await opened.fresh();
     const outputs = mkdtempSync(join(dir, 'outputs-'));
     const files = createLocalOutputFiles({ directory: outputs, publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('test-secret') });
@@ -72,7 +76,13 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
       config: testConfig({ providers: { 'vidgen-2.0': 'byteplus', 'vidgen-2.0-fast': 'byteplus', 'vidgen-1.5-pro': 'byteplus' } }),
       wakeWorkers: () => workers.forEach((w) => w.wake()),
       files,
+      upstreamCallbackSecret: CALLBACK_SECRET,
     });
+    // The app listening on loopback, for the upstream's callbacks.
+    const server = serve({ fetch: h.app.fetch, port: 0, hostname: '127.0.0.1' });
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+    const publicBaseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
     backend.onJobEnqueued(() => workers.forEach((w) => w.wake()));
     const channel: ChannelConfig = { name: 'main', kind: 'byteplus', baseUrl: standin.baseUrl, apiKey: API_KEY, modelIds: MODEL_IDS, maxInFlight: 1_000, priority: 0, weight: 1 };
     const real = createUpstreamClient({ baseUrl: standin.baseUrl, apiKey: API_KEY, requestTimeoutMs: 5_000 });
@@ -114,6 +124,7 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
         pollMs: POLL_MS,
         cooldownAfter: 3,
         cooldownMs: 30_000,
+        callbackUrl: options.callbacks ? (taskId) => upstreamCallbackUrl(publicBaseUrl, CALLBACK_SECRET, taskId) : undefined,
       });
       worker = testWorker(h, { provider: noRenderer, files, workDir: join(dir, `work-${id}`), queue: backend.queue, concurrency: { byteplus: 16 }, upstream: { lane: 'byteplus', submitter, follower } });
       workers.push(worker);
@@ -255,6 +266,24 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
     await until(async () => (await statusOf(s, id!)) === 'succeeded');
     expect(standin.listed()).toHaveLength(1);
     expect(await s.store.requestUpstreamCheck({ taskId: id!, now: s.clock.now() })).toBe(false);
+  });
+
+  it.skipIf(skip)('asks for callbacks, and finishes a task the moment the upstream calls back, without waiting for its period', async () => {
+    const s = await setup({ callbacks: true });
+    const { key } = await s.account();
+    standin.enqueue(scripts.held());
+    const [id] = await submit(s, key, 1);
+    await created(s, [id!]);
+    const body = standin.requestsTo('POST', TASKS)[0]!.body as { callback_url: string };
+    expect(body.callback_url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/upstream/callbacks/${id}\\?token=[\\w-]{43}$`));
+    await round(s);
+    expect(standin.listed()).toHaveLength(1);
+
+    // The upstream ends the task and POSTs to the callback URL: the follower queries it at once (the clock does not move).
+    standin.finish();
+    await until(async () => (await statusOf(s, id!)) === 'succeeded');
+    expect(standin.callbacks.map((c) => c.status)).toContain('succeeded');
+    expect(standin.listed()).toHaveLength(2);
   });
 
   it.skipIf(skip)('retries a failed download, then fails the task refunded after the last attempt', async () => {
