@@ -256,15 +256,37 @@ export function createWorker(options: WorkerOptions): Worker {
     });
   }
 
+  /**
+   * One webhook attempt, under a renewed lease like any job: an attempt may take longer than the
+   * lease (VIDGEN_WEBHOOK_TIMEOUT_MS above VIDGEN_JOB_LEASE_SECONDS), and a lapsed lease would let
+   * another claim POST the same event again while this one is still open. If another claim has
+   * the job all the same (heartbeats failed), this attempt, already sent, is recorded but settles
+   * nothing and leaves the job alone: both are the holder's.
+   */
   async function runDelivery(job: Job): Promise<void> {
+    const extend = () => queue.extendLease({ jobId: job.id, workerId, now: clock.now(), leaseMs: options.leaseMs });
+    let lost = false;
+    const heartbeat = setInterval(() => {
+      extend().then(
+        (kept) => (lost ||= !kept),
+        (error: unknown) => logger.warn({ err: error, jobId: job.id }, 'could not extend the lease'),
+      );
+    }, Math.max(50, Math.floor(options.leaseMs / 3)));
+    heartbeat.unref();
     try {
-      const next = await options.deliveries!.attempt(job.taskId);
-      if (next) await queue.retry({ jobId: job.id, runAt: next.retryAt, error: 'delivery attempt failed', now: clock.now() });
+      // Asked when the attempt has ended, before it settles anything: the last heartbeat may be a third of a lease old.
+      // Not knowing (the database out of reach) is taken as holding it: a stale claim's complete or retry is refused anyway.
+      const holdsClaim = async () => !lost && (await extend().catch(() => true));
+      const next = await options.deliveries!.attempt(job.taskId, { holdsClaim });
+      if (next && 'claimLost' in next) logger.warn({ taskId: job.taskId, jobId: job.id }, 'webhook attempt ended after another claim took its job');
+      else if (next) await queue.retry({ jobId: job.id, runAt: next.retryAt, error: 'delivery attempt failed', now: clock.now() });
       else await queue.complete(job.id, clock.now());
     } catch (error) {
       logger.error({ err: error, taskId: job.taskId }, 'webhook delivery failed unexpectedly');
       const now = clock.now();
       await queue.retry({ jobId: job.id, runAt: new Date(now.getTime() + options.retryDelayMs(job.attempts)), error: String(error), now });
+    } finally {
+      clearInterval(heartbeat);
     }
   }
 

@@ -2,6 +2,8 @@
  * Sends one webhook delivery attempt and decides what comes next (D8): any
  * 2xx delivers; 410 stops for good; anything else retries on the schedule
  * (with jitter, and no sooner than a Retry-After), until the schedule runs out.
+ * Each delay counts from the end of the attempt before it, so an attempt that
+ * ran up to its timeout is not followed by the next one at once.
  */
 import type { Logger } from 'pino';
 import type { Clock, TaskEvents } from '../interfaces.js';
@@ -29,10 +31,27 @@ export function parseRetrySchedule(text: string): number[] {
   });
 }
 
+/**
+ * What an attempt leaves the job to do: nothing (undefined: the delivery is settled, or was not pending);
+ * try again at `retryAt`; or nothing because the claim that ran it no longer holds the job (`claimLost`).
+ */
+export type AttemptOutcome = { retryAt: Date } | { claimLost: true } | undefined;
+
 export interface DeliveryRunner {
-  /** Makes one attempt; returns when to try again, or undefined when the delivery is settled. */
-  attempt(taskId: string): Promise<{ retryAt: Date } | undefined>;
+  /**
+   * Makes one attempt. `holdsClaim`, asked once the attempt has ended, says whether the job is
+   * still this claim's: when it is not (its lease ran out and another claim has the job, or an
+   * operator redelivered it), the attempt is recorded and counted — it was sent — but settles
+   * nothing: the delivery's status and next attempt are the holder's to decide.
+   */
+  attempt(taskId: string, options?: { holdsClaim?: () => Promise<boolean> }): Promise<AttemptOutcome>;
 }
+
+/**
+ * recordDeliveryAttempt settles the delivery only when this matches the redeliveries it has: no
+ * delivery has a negative count, so an attempt recorded with it is counted and settles nothing.
+ */
+const SETTLES_NOTHING = -1;
 
 export function createDeliveryRunner(deps: {
   store: Store;
@@ -46,12 +65,16 @@ export function createDeliveryRunner(deps: {
 }): DeliveryRunner {
   const random = deps.random ?? Math.random;
   return {
-    async attempt(taskId) {
+    async attempt(taskId, { holdsClaim } = {}) {
       const delivery: DeliveryRecord | undefined = await deps.store.getDeliveryForTask(taskId);
       if (!delivery || delivery.status !== 'pending') return undefined;
       const secrets = await deps.store.webhookSecrets(delivery.accountId, deps.clock.now());
       const attemptedAt = deps.clock.now();
       const result = await deps.sender.send({ url: delivery.url, id: delivery.id, body: delivery.body, secrets });
+      // The schedule counts from the attempt's end: one that ran up to its timeout would otherwise be
+      // followed at once by the next (a 5 s delay after a 15 s attempt).
+      const endedAt = deps.clock.now();
+      const held = holdsClaim ? await holdsClaim() : true;
       const attemptsMade = delivery.attempts + 1;
       const delay = deps.scheduleMs[attemptsMade - 1];
       let status: DeliveryRecord['status'] = 'pending';
@@ -60,11 +83,11 @@ export function createDeliveryRunner(deps: {
       else if (result.outcome === 'gone' || delay === undefined) status = 'failed';
       else {
         const jittered = delay + Math.floor(delay * 0.1 * random());
-        nextAttemptAt = new Date(attemptedAt.getTime() + Math.max(jittered, result.retryAfterMs ?? 0));
+        nextAttemptAt = new Date(endedAt.getTime() + Math.max(jittered, result.retryAfterMs ?? 0));
       }
       await deps.store.recordDeliveryAttempt({
         deliveryId: delivery.id,
-        redeliveries: delivery.redeliveries,
+        redeliveries: held ? delivery.redeliveries : SETTLES_NOTHING,
         attempt: {
           attemptedAt,
           statusCode: result.status ?? null,
@@ -74,6 +97,10 @@ export function createDeliveryRunner(deps: {
         status,
         nextAttemptAt,
       });
+      if (!held) {
+        deps.logger.warn({ taskId, deliveryId: delivery.id, outcome: result.outcome, statusCode: result.status }, 'webhook attempt ended after its claim was lost: recorded, settles nothing');
+        return { claimLost: true };
+      }
       deps.logger.info({ taskId, deliveryId: delivery.id, attempt: attemptsMade, outcome: result.outcome, statusCode: result.status }, 'webhook attempt');
       return nextAttemptAt ? { retryAt: nextAttemptAt } : undefined;
     },

@@ -1,0 +1,289 @@
+/**
+ * Webhook attempts under the job lease, on both stores: an attempt that runs longer than the lease
+ * keeps its job (no second claim POSTs the same event while it is open); an attempt that ends after
+ * another claim took its job (its heartbeats failed) is recorded but settles nothing; and the retry
+ * schedule counts from the end of an attempt, not its start.
+ *
+ * Receivers are real HTTPS servers on loopback that hold each request until the test answers it.
+ * On SQLite the lease is on the (manual) clock the claims are given; on PostgreSQL it is pg-boss's,
+ * on the database's clock: there the lease is let run out in real time, and pg-boss's expiry is then
+ * run at once rather than waited for.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLocalOutputFiles } from '../src/files/storage.js';
+import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
+import type { PgBossQueue } from '../src/queue/pg-boss-queue.js';
+import type { Job, JobQueue } from '../src/queue/queue.js';
+import type { Worker, WorkerOptions } from '../src/queue/worker.js';
+import type { Backend } from '../src/store/open.js';
+import type { PgStore } from '../src/store/postgres/pg-store.js';
+import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { createDeliveryRunner } from '../src/webhooks/deliveries.js';
+import { createWebhookSender } from '../src/webhooks/sender.js';
+import { SUBMIT, silentLogger, testConfig, testWorker, until, validSubmit } from './support.js';
+import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
+import { startHttpsFixture, type HttpsFixture } from './support/https-fixture.js';
+
+const instant: Provider = {
+  name: 'instant',
+  needsLocalMedia: false,
+  async generate(request: GenerationRequest): Promise<GenerationResult> {
+    writeFileSync(request.outputPath, 'mp4');
+    return { ok: true };
+  },
+};
+
+/** A POST the receiver holds until the test answers it. */
+interface Post {
+  headers: IncomingHttpHeaders;
+  body: string;
+  answer(status: number): void;
+}
+
+/** What a worker asked of its queue, and what it got. */
+interface QueueLog {
+  claims: { provider: string; jobs: Job[]; afterRetries: number }[];
+  extensions: { now: Date; kept: boolean }[];
+  retries: { runAt: Date }[];
+}
+
+/** The worker's queue, recording its calls; `unreachable` makes lease extensions fail the way a database out of reach does. */
+function observed(queue: JobQueue, state: { unreachable: boolean } = { unreachable: false }): { queue: JobQueue; log: QueueLog } {
+  const log: QueueLog = { claims: [], extensions: [], retries: [] };
+  return {
+    log,
+    queue: {
+      async claim(input) {
+        const afterRetries = log.retries.length;
+        const jobs = await queue.claim(input);
+        log.claims.push({ provider: input.provider, jobs, afterRetries });
+        return jobs;
+      },
+      async extendLease(input) {
+        if (state.unreachable) throw new Error('connect ECONNREFUSED (the test made the database unreachable)');
+        const kept = await queue.extendLease(input);
+        log.extensions.push({ now: input.now, kept });
+        return kept;
+      },
+      complete: (jobId, now) => queue.complete(jobId, now),
+      async retry(input) {
+        await queue.retry(input);
+        log.retries.push({ runAt: input.runAt });
+      },
+      release: (input) => queue.release(input),
+      bury: (input) => queue.bury(input),
+      countJobs: () => queue.countJobs(),
+    },
+  };
+}
+
+describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ name, skip, open }) => {
+  const pg = name === 'PostgreSQL';
+  /** The lease: on SQLite only the manual clock lets it run out; on PostgreSQL real time does (pg-boss counts whole seconds). */
+  const leaseMs = pg ? 2_000 : 1_000;
+  let opened: OpenedBackend;
+  const dir = mkdtempSync(join(tmpdir(), 'vidgen-webhook-leases-'));
+  const cleanups: (() => Promise<void> | void)[] = [];
+
+  beforeAll(async () => {
+    if (!skip) opened = await open({ leaseMs });
+  });
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+  afterAll(async () => {
+    await opened?.done();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function setUp() {
+    const backend: Backend = await opened.fresh();
+    const posts: Post[] = [];
+    let closing = false;
+    const receiver: HttpsFixture = await startHttpsFixture((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        let answered = false;
+        const answer = (status: number) => {
+          if (answered) return;
+          answered = true;
+          res.writeHead(status).end();
+        };
+        posts.push({ headers: req.headers, body, answer });
+        if (closing) answer(200);
+      });
+    });
+    const files = createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('s') });
+    const workers: Worker[] = [];
+    const h = backendHarness(backend, { files, wakeWorkers: () => workers.forEach((w) => w.wake()), config: testConfig({ webhooks: { allowLoopback: true } }) });
+    const newWorker = (overrides: Partial<WorkerOptions> & { unreachable?: { unreachable: boolean } } = {}) => {
+      const { unreachable, ...options } = overrides;
+      const { queue, log } = observed(backend.queue, unreachable);
+      const worker = testWorker(h, {
+        provider: instant,
+        queue,
+        files,
+        workDir: join(dir, 'work'),
+        concurrency: { local: 1, webhooks: 1 },
+        leaseMs,
+        deliveries: createDeliveryRunner({
+          store: backend.store,
+          clock: h.clock,
+          events: backend.events,
+          logger: silentLogger,
+          scheduleMs: [1_000, 1_000, 1_000],
+          random: () => 0,
+          // Longer than the lease, as VIDGEN_WEBHOOK_TIMEOUT_MS may be (15 s against a lease of 1 s, say); never reached here.
+          sender: createWebhookSender({ timeoutMs: 20_000, allowLoopback: true, ca: receiver.ca }),
+        }),
+        ...options,
+      });
+      workers.push(worker);
+      return { worker, log };
+    };
+    cleanups.push(async () => {
+      closing = true;
+      posts.forEach((post) => post.answer(200));
+      for (const worker of workers) await worker.stop();
+      await receiver.close();
+    });
+    const { key } = await h.account(10_000);
+    const submit = async () => {
+      const res = await h.request('POST', SUBMIT, { key, body: validSubmit({ webhookUrl: receiver.url('/hook') }) });
+      expect(res.status).toBe(202);
+      return ((await res.json()) as { requestId: string }).requestId;
+    };
+    const deliveryOf = async (taskId: string) => (await backend.store.getDeliveryForTask(taskId))!;
+    /** When the task's pending delivery job is due next, as the queue has it. */
+    const jobRunAt = async (taskId: string): Promise<Date> => {
+      if (pg) {
+        const { rows } = await (backend.store as PgStore).pool.query(
+          `SELECT start_after FROM pgboss.job WHERE name = 'vidgen-webhooks' AND data->>'taskId' = $1 ORDER BY created_on DESC LIMIT 1`,
+          [taskId],
+        );
+        return rows[0].start_after as Date;
+      }
+      const row = (backend.store as SqliteStore).db.prepare(`SELECT run_at FROM jobs WHERE kind = 'deliver' AND task_id = ?`).get(taskId) as { run_at: number };
+      return new Date(row.run_at);
+    };
+    /**
+     * Lets the first claim's lease run out (unless renewed): on SQLite, by moving the claims' clock three leases on;
+     * on PostgreSQL, by letting `realMs` pass and then running pg-boss's expiry of leases.
+     */
+    const outlastLease = async (realMs: number) => {
+      if (!pg) return h.clock.advance(3 * leaseMs);
+      const from = Date.now();
+      await until(() => Date.now() - from >= realMs, realMs + 10_000);
+      await (backend.queue as PgBossQueue).boss.expire();
+    };
+    return { backend, h, posts, newWorker, submit, deliveryOf, jobRunAt, outlastLease };
+  }
+
+  describe.skipIf(skip)('an attempt longer than the lease', () => {
+    it('keeps its job: another worker claims nothing while it is open, and the event is POSTed once, recorded once', async () => {
+      const { backend, h, posts, newWorker, submit, deliveryOf, outlastLease } = await setUp();
+      const first = newWorker();
+      first.worker.start();
+      const id = await submit();
+      await until(() => posts.length === 1);
+
+      await outlastLease(2.5 * leaseMs);
+      // A renewal made after the lease would have run out (on SQLite: on the clock moved past it); at most a third of a lease away.
+      const now = h.clock.now().getTime();
+      await until(() => first.log.extensions.some((e) => e.kept && e.now.getTime() >= now), 5_000).catch(() => {});
+
+      const second = newWorker({ concurrency: { webhooks: 1 } });
+      second.worker.start();
+      await until(() => second.log.claims.some((c) => c.provider === 'webhooks'));
+      expect(second.log.claims.filter((c) => c.provider === 'webhooks').flatMap((c) => c.jobs)).toEqual([]);
+      expect(posts).toHaveLength(1);
+
+      posts[0]!.answer(200);
+      await until(async () => (await deliveryOf(id)).status === 'delivered');
+      await first.worker.idle();
+      h.clock.advance(10_000);
+      second.worker.wake();
+      const claimsBefore = second.log.claims.length;
+      await until(() => second.log.claims.length > claimsBefore);
+      await second.worker.idle();
+
+      expect(posts).toHaveLength(1);
+      const delivery = await deliveryOf(id);
+      expect(posts[0]!.headers['webhook-id']).toBe(delivery.id);
+      expect(delivery).toMatchObject({ status: 'delivered', attempts: 1 });
+      expect((await h.store.listDeliveryAttempts(delivery.id)).map((a) => a.statusCode)).toEqual([200]);
+      expect(await backend.queue.countJobs()).toMatchObject({ leased: 0, available: 0 });
+    });
+
+    it('ends after another claim took its job (its heartbeats failed): recorded and counted, but the holder settles the delivery', async () => {
+      const { backend, h, posts, newWorker, submit, deliveryOf, outlastLease } = await setUp();
+      const database = { unreachable: true };
+      const first = newWorker({ unreachable: database });
+      first.worker.start();
+      const id = await submit();
+      await until(() => posts.length === 1);
+
+      await outlastLease(1.5 * leaseMs);
+      const second = newWorker({ concurrency: { webhooks: 1 } });
+      second.worker.start();
+      await until(() => posts.length === 2);
+      expect(posts[1]!.headers['webhook-id']).toBe(posts[0]!.headers['webhook-id']);
+      database.unreachable = false;
+
+      // The holder's attempt delivers; the first, answered last, fails — and must not undo that.
+      posts[1]!.answer(200);
+      await until(async () => (await deliveryOf(id)).status === 'delivered');
+      await second.worker.idle();
+      posts[0]!.answer(500);
+      await until(async () => (await deliveryOf(id)).attempts === 2);
+      await first.worker.idle();
+
+      const delivery = await deliveryOf(id);
+      expect(delivery).toMatchObject({ status: 'delivered', attempts: 2, nextAttemptAt: null });
+      expect((await h.store.listDeliveryAttempts(delivery.id)).map((a) => a.statusCode)).toEqual([200, 500]);
+      // The first claim neither retried nor completed the job.
+      expect(first.log.retries).toEqual([]);
+      expect(await backend.queue.countJobs()).toMatchObject({ leased: 0, available: 0 });
+      expect(posts).toHaveLength(2);
+    });
+  });
+
+  describe.skipIf(skip)('the retry schedule', () => {
+    it("counts from the end of an attempt: after one that took 20 s, the next is the schedule's delay after it ended", async () => {
+      const { h, posts, newWorker, submit, deliveryOf, jobRunAt } = await setUp();
+      const first = newWorker();
+      first.worker.start();
+      const id = await submit();
+      await until(() => posts.length === 1);
+      const startedAt = h.clock.now().getTime();
+
+      // The attempt takes 20 s (of the clock) before the receiver answers 500.
+      h.clock.advance(20_000);
+      posts[0]!.answer(500);
+      await until(() => first.log.retries.length === 1);
+
+      const delivery = await deliveryOf(id);
+      const [attempt] = await h.store.listDeliveryAttempts(delivery.id);
+      expect(attempt!.attemptedAt.getTime()).toBe(startedAt);
+      expect(delivery.nextAttemptAt?.getTime()).toBe(startedAt + 20_000 + 1_000);
+      expect(first.log.retries[0]!.runAt.getTime()).toBe(startedAt + 20_000 + 1_000);
+      expect((await jobRunAt(id)).getTime()).toBe(startedAt + 20_000 + 1_000);
+
+      // pg-boss makes jobs due on the database's clock, not this one: what follows holds on SQLite only.
+      if (pg) return;
+      // The worker looks for work once the attempt is over: the retry is not due yet.
+      await until(() => first.log.claims.some((c) => c.provider === 'webhooks' && c.afterRetries === 1));
+      expect(first.log.claims.filter((c) => c.provider === 'webhooks' && c.afterRetries === 1).flatMap((c) => c.jobs)).toEqual([]);
+      expect(posts).toHaveLength(1);
+      h.clock.advance(1_000);
+      first.worker.wake();
+      await until(() => posts.length === 2);
+      expect(posts[1]!.headers['webhook-id']).toBe(delivery.id);
+    });
+  });
+});
