@@ -28,6 +28,9 @@ function docsLoader(): () => string | undefined {
   };
 }
 
+/** A signal within this long of the first is the first delivered again (to a process group and by a wrapper), not a second one. */
+const SAME_SIGNAL_WINDOW_MS = 500;
+
 /** `--role api|worker|all` on the command line wins over VIDGEN_ROLE. */
 function roleFromArgs(argv: string[], env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const { values } = parseArgs({ args: argv, options: { role: { type: 'string' } }, strict: false, allowPositionals: true });
@@ -111,12 +114,20 @@ export async function runService(argv: string[]): Promise<void> {
    * back to the queue; once both are done the listener closes and the process
    * exits 0. A second signal hands running renders back at once.
    */
+  let firstSignalAt = 0;
   const drain = async (signal: string) => {
     if (shutdown.signal.aborted) {
+      // One signal sent to a process group reaches the server both directly and through a wrapper that forwards
+      // it (pnpm, a supervisor): the copies come within milliseconds. A deliberate second signal comes later.
+      if (Date.now() - firstSignalAt < SAME_SIGNAL_WINDOW_MS) {
+        logger.debug({ signal }, 'the same signal again (delivered twice): ignored');
+        return;
+      }
       logger.warn({ signal }, 'second signal: handing running renders back now');
       await worker?.stop({ graceMs: 0 });
       return;
     }
+    firstSignalAt = Date.now();
     shutdown.abort();
     logger.info({ signal, graceMs: config.shutdownGraceMs }, 'draining for shutdown');
     const requestsFinished = inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => (requestsDone = resolve));

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 /**
  * The operator command line: `pnpm vidgen <command>` from the repository root.
  * It opens the same store as the server (VIDGEN_DATA_DIR / VIDGEN_DATABASE_URL).

@@ -28,7 +28,9 @@ export function runKillableProcess(command: string, args: readonly string[], opt
   if (signal.aborted) return Promise.resolve({ kind: 'cancelled' });
 
   return new Promise((resolve) => {
-    const child = spawn(command, args, { cwd: options.cwd, stdio: ['ignore', 'ignore', 'pipe'], shell: false });
+    // A process group of its own: a signal to the server's group (Ctrl-C, a supervisor stopping the group) must not
+    // kill a render; only the server stops it, when it decides (cancel, deadline, the shutdown grace over).
+    const child = spawn(command, args, { cwd: options.cwd, stdio: ['ignore', 'ignore', 'pipe'], shell: false, detached: true });
     let stderr = '';
     let settled = false;
     let cancelKillTimer = () => {};
