@@ -39,6 +39,7 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { TaskRecord } from '../src/store/store.js';
 import {
   createAccountWithKey,
+  freePort,
   pipelineEnv,
   startServerProcess,
   startWebhookReceiver,
@@ -235,11 +236,16 @@ async function soak(kind: 'postgres' | 'sqlite', { dataDir, databaseUrl, backend
     kills: 0,
   }));
   let stopLoad = false;
+  // Outputs are files in the shared data dir served by the APIs: workers store URLs at the first
+  // API, which listens on this port at every (re)start.
+  const filesPort = kind === 'postgres' ? await freePort() : undefined;
+  const filesSlot = slots.find((slot) => slot.role === 'api');
 
   async function startSlot(slot: Slot): Promise<void> {
     const env = {
-      ...pipelineEnv({ databaseUrl, dataDir, receiverCaFile }),
-      // Every process must sign output URLs alike; made once in the data dir they would race.
+      ...pipelineEnv({ databaseUrl, dataDir, receiverCaFile, publicBaseUrl: slot.role === 'worker' ? `http://127.0.0.1:${filesPort}` : undefined }),
+      ...(slot === filesSlot ? { PORT: String(filesPort) } : {}),
+      // Every process must sign output URLs alike: configured, as machines that share no data dir need.
       VIDGEN_FILE_URL_SECRET: `soak-${SEED}`,
       VIDGEN_PROVIDERS: PROVIDERS,
       VIDGEN_INSTANT_DELAY_MS: String(between(processRandom, 20, 400)),

@@ -34,7 +34,7 @@ export interface Config {
   devBootstrap: boolean;
   /** VIDGEN_DEV_CREDITS: credits of that development account (default 100000). */
   devCredits: number;
-  /** VIDGEN_PUBLIC_BASE_URL: the base of output file URLs (default http://127.0.0.1:<port>). */
+  /** VIDGEN_PUBLIC_BASE_URL: the base of output file URLs (default http://127.0.0.1:<port>; required by a worker with local storage, which serves none). */
   publicBaseUrl: string | undefined;
   /** VIDGEN_FILE_URL_SECRET: signs output URLs (default: made once, kept in the data dir). */
   fileUrlSecret: string | undefined;
@@ -233,6 +233,19 @@ function storage(env: NodeJS.ProcessEnv, outputTtlMs: number): StorageConfig {
   };
 }
 
+/**
+ * A `worker` writes each output's URL when its task completes, and with `local` storage that URL
+ * is served by the `api` processes sharing the data dir: the worker listens on nothing, so its
+ * own address (`http://127.0.0.1:<PORT>`, the default) would be stored in every task.
+ */
+function workerOutputUrls(role: Role, storage: StorageConfig, publicBaseUrl: string | undefined): void {
+  if (role !== 'worker' || storage.kind !== 'local' || publicBaseUrl) return;
+  throw new ConfigError(
+    'the worker role with local storage needs VIDGEN_PUBLIC_BASE_URL: the address where clients reach the api process(es) that serve /files from the same data dir ' +
+      '(e.g. https://vidgen.example.com, the load balancer in front of them); or keep outputs in a bucket with VIDGEN_STORAGE=s3',
+  );
+}
+
 function upstream(env: NodeJS.ProcessEnv): UpstreamConfig {
   let channels: ChannelConfig[];
   try {
@@ -273,12 +286,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const outputTtlMs = integer(env, 'VIDGEN_OUTPUT_TTL_HOURS', 168, 1, 24 * 365) * 3600_000;
   const db = database(env, dataDir);
+  const processRole = role(env, db.kind);
+  const outputStorage = storage(env, outputTtlMs);
+  workerOutputUrls(processRole, outputStorage, env.VIDGEN_PUBLIC_BASE_URL || undefined);
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '0.0.0.0',
     dataDir,
     database: db,
-    role: role(env, db.kind),
+    role: processRole,
     prices,
     rateLimits: {
       submit: integer(env, 'VIDGEN_RATE_LIMIT_SUBMITS', 60, 0, 1_000_000),
@@ -294,7 +310,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicBaseUrl: env.VIDGEN_PUBLIC_BASE_URL || undefined,
     fileUrlSecret: env.VIDGEN_FILE_URL_SECRET || undefined,
     outputTtlMs,
-    storage: storage(env, outputTtlMs),
+    storage: outputStorage,
     taskDeadlineMs: integer(env, 'VIDGEN_TASK_DEADLINE_MINUTES', 30, 1, 24 * 60) * 60_000,
     jobMaxAttempts: integer(env, 'VIDGEN_JOB_MAX_ATTEMPTS', 3, 1, 20),
     worker: boolean(env, 'VIDGEN_WORKER', true),

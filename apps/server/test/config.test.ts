@@ -13,7 +13,13 @@ describe('configuration', () => {
   });
 
   it('reads a PostgreSQL URL, its pool size and the role', () => {
-    const config = loadConfig({ VIDGEN_DATABASE_URL: 'postgres://vidgen@db.internal:5432/vidgen', VIDGEN_DATABASE_POOL_SIZE: '25', VIDGEN_ROLE: 'worker' });
+    const config = loadConfig({
+      VIDGEN_DATABASE_URL: 'postgres://vidgen@db.internal:5432/vidgen',
+      VIDGEN_DATABASE_POOL_SIZE: '25',
+      VIDGEN_ROLE: 'worker',
+      // A worker with local storage must know where the api serves its outputs (test/worker-output-urls.test.ts).
+      VIDGEN_PUBLIC_BASE_URL: 'https://vidgen.example.com',
+    });
     expect(config.database).toEqual({ kind: 'postgres', url: 'postgres://vidgen@db.internal:5432/vidgen', poolSize: 25 });
     expect(config.role).toBe('worker');
     expect(loadConfig({}).role).toBe('all');

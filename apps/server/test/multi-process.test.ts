@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openBackend, type Backend } from '../src/store/open.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import { silentLogger, SUBMIT } from './support.js';
-import { createAccountWithKey, pipelineEnv, startServerProcess, startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from './support/pipeline-processes.js';
+import { createAccountWithKey, freePort, pipelineEnv, startServerProcess, startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from './support/pipeline-processes.js';
 import { createTestDatabase, hasPostgres } from './support/postgres.js';
 
 const TASKS = 300;
@@ -64,8 +64,12 @@ describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () =
   });
 
   it('300 tasks through 2 APIs and 2 workers, one worker killed: all terminal, charged once, webhooks delivered', { timeout: 180_000 }, async () => {
-    const [api1, api2, worker1] = await Promise.all([start('api'), start('api'), start('worker'), start('worker')]);
+    // Outputs are files in the shared data dir served by the APIs: workers store URLs at API 1, on a port chosen now.
+    const apiPort = await freePort();
+    const filesAt = { VIDGEN_PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}` };
+    const [api1, api2, worker1] = await Promise.all([start('api', { PORT: String(apiPort) }), start('api'), start('worker', filesAt), start('worker', filesAt)]);
     const apis = [api1!.baseUrl, api2!.baseUrl];
+    expect(api1!.baseUrl).toBe(filesAt.VIDGEN_PUBLIC_BASE_URL);
     const submit = async (i: number) => {
       const res = await fetch(`${apis[i % 2]}${SUBMIT}`, {
         method: 'POST',
@@ -104,6 +108,12 @@ describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () =
 
     const byStatus = await backend.store.countTasksByStatus();
     expect(byStatus.queued + byStatus.processing).toBe(0);
+
+    // A worker's output URL is an API's, and that API serves the file.
+    const done = (await (await fetch(`${apis[1]}${SUBMIT}/${ids.at(-1)}`, { headers: { Authorization: `Bearer ${key}` } })).json()) as { status: string; output: { url: string } | null };
+    expect(done.status).toBe('succeeded');
+    expect(done.output!.url.startsWith(`${filesAt.VIDGEN_PUBLIC_BASE_URL}/files/`)).toBe(true);
+    expect((await fetch(done.output!.url)).status).toBe(200);
     expect(byStatus.succeeded + byStatus.failed + byStatus.cancelled).toBe(TASKS);
 
     // Exactly once: one charge per task, one refund per refunded task, and the balance equals the ledger.

@@ -5,7 +5,7 @@
  * output-files.ts picks one from configuration.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { copyFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -23,13 +23,27 @@ export interface OutputFiles {
 
 export const KEY = /^gen_[0-9A-Za-z]{16,64}\.mp4$/;
 
-/** The signing secret: configured, or made once and kept in the data dir so URLs survive restarts. */
+/**
+ * The signing secret: configured, or made once and kept in the data dir so URLs survive restarts.
+ * Processes starting together on a new data dir all end up with the one secret made first: each
+ * writes a candidate whole under a name of its own and hard-links it into place, which fails
+ * (EEXIST) for all but the first; then every one reads the file in place, never half written.
+ */
 export function loadSigningSecret(dataDir: string, configured: string | undefined): Buffer {
   if (configured) return Buffer.from(configured, 'utf8');
   const path = join(dataDir, 'file-url-secret');
   if (!existsSync(path)) {
     mkdirSync(dataDir, { recursive: true });
-    writeFileSync(path, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+    const candidate = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+    try {
+      writeFileSync(candidate, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+      linkSync(candidate, path);
+    } catch (error) {
+      // Another process's secret got there first: that one is used.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    } finally {
+      rmSync(candidate, { force: true });
+    }
   }
   return Buffer.from(readFileSync(path, 'utf8').trim(), 'base64');
 }

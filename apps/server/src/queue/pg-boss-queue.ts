@@ -14,13 +14,21 @@
  *   `startAfter`, in one transaction; the successor carries the attempt count.
  */
 import PgBoss from 'pg-boss';
-import type pg from 'pg';
+import pg from 'pg';
 import type { Job, JobQueue } from './queue.js';
 import type { PgJobs, Queryable } from '../store/postgres/pg-store.js';
 
 export const JOBS_CHANNEL = 'vidgen_jobs';
 const SCHEMA = 'pgboss';
 const LANE_PREFIX = 'vidgen-';
+/**
+ * Held (a session advisory lock on a connection of its own) by a process while it starts pg-boss
+ * and creates the lanes' queues: pg-boss runs its own migrations under its own lock, but not
+ * `createQueue`, whose table creation and partition attaching deadlock (40P01) when processes on a
+ * new database create queues at once. Any constant shared by the processes, apart from the store's
+ * migration lock.
+ */
+const QUEUE_START_LOCK = 7_316_202;
 
 interface JobData {
   taskId: string;
@@ -76,16 +84,33 @@ export class PgBossQueue implements JobQueue, PgJobs {
     this.boss.on('error', (error) => options.onError?.(error));
   }
 
-  /** Creates pg-boss's schema (its own migrations, under its own lock) and the lanes' queues. */
+  /**
+   * Creates pg-boss's schema (its own migrations, under its own lock) and the lanes' queues, one
+   * process at a time: processes starting together on an empty database wait for each other here,
+   * and the later ones find the queues made. The lock goes with its connection, also when a
+   * process dies holding it.
+   */
   async start(): Promise<void> {
-    await this.boss.start();
-    for (const lane of this.options.lanes) {
-      // Retries of failed generations are the worker's (successor jobs); pg-boss's retries
-      // only bring back jobs whose lease ran out, one more than the attempts the app allows
-      // so that the worker sees the extra claim and fails the task itself.
-      if (!(await this.boss.getQueue(laneOf(lane)))) {
-        await this.boss.createQueue(laneOf(lane), { name: laneOf(lane), policy: 'standard', expireInSeconds: this.leaseSeconds, retryDelay: 0 });
+    const lock = new pg.Client({ connectionString: this.options.connectionString });
+    // A connection lost while waiting fails the query below; the event itself must not crash the process.
+    lock.on('error', () => {});
+    await lock.connect();
+    try {
+      // A process that holds the lock for long (a stuck start) fails the others' start instead of hanging it.
+      await lock.query(`SET lock_timeout = '120s'`);
+      await lock.query('SELECT pg_advisory_lock($1)', [QUEUE_START_LOCK]);
+      await this.boss.start();
+      for (const lane of this.options.lanes) {
+        // Retries of failed generations are the worker's (successor jobs); pg-boss's retries
+        // only bring back jobs whose lease ran out, one more than the attempts the app allows
+        // so that the worker sees the extra claim and fails the task itself.
+        if (!(await this.boss.getQueue(laneOf(lane)))) {
+          await this.boss.createQueue(laneOf(lane), { name: laneOf(lane), policy: 'standard', expireInSeconds: this.leaseSeconds, retryDelay: 0 });
+        }
       }
+    } finally {
+      // Ending the session releases the lock.
+      await lock.end().catch(() => {});
     }
   }
 

@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
 import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { createAccount, issueApiKey } from '../../src/accounts.js';
 import type { Store } from '../../src/store/store.js';
@@ -24,9 +25,12 @@ export type Role = 'api' | 'worker' | 'all';
  * The environment of a pipeline process: a quiet server on a port from the OS,
  * every model on the instant provider, webhooks allowed to the loopback
  * receiver (trusting its CA), and no per-key limits (load from one key).
+ * `publicBaseUrl`: where output files are served (VIDGEN_PUBLIC_BASE_URL), which a
+ * `worker` with local storage must be told: an `api` process sharing the data dir.
  */
-export function pipelineEnv(input: { databaseUrl: string; dataDir: string; receiverCaFile: string }): Record<string, string> {
+export function pipelineEnv(input: { databaseUrl: string; dataDir: string; receiverCaFile: string; publicBaseUrl?: string }): Record<string, string> {
   return {
+    ...(input.publicBaseUrl ? { VIDGEN_PUBLIC_BASE_URL: input.publicBaseUrl } : {}),
     VIDGEN_DATABASE_URL: input.databaseUrl,
     VIDGEN_DATA_DIR: input.dataDir,
     VIDGEN_LOG_LEVEL: 'silent',
@@ -40,6 +44,22 @@ export function pipelineEnv(input: { databaseUrl: string; dataDir: string; recei
     VIDGEN_RATE_LIMIT_READS: '0',
     VIDGEN_MAX_ACTIVE_TASKS: '0',
   };
+}
+
+/**
+ * A loopback TCP port free at the moment of asking, for an `api` process whose address
+ * workers must know before it listens (their VIDGEN_PUBLIC_BASE_URL) and that keeps it
+ * across restarts.
+ */
+export function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => done(port));
+    });
+  });
 }
 
 export interface ServerProcess {
