@@ -8,7 +8,7 @@ import { bootstrapDevelopmentAccount } from './accounts.js';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { createMetrics } from './http/metrics.js';
-import { nodeServerOptions } from './http/node-server.js';
+import { answerClientErrors, nodeServerOptions } from './http/node-server.js';
 import { systemClock } from './interfaces.js';
 import { withSafeErrors } from './logging.js';
 import { loadSigningSecret } from './files/storage.js';
@@ -101,6 +101,7 @@ export async function runService(argv: string[]): Promise<void> {
       process.stdout.write(`vidgen: listening on ${listeningUrl}\n`);
       worker?.start();
     });
+    answerClientErrors(server, { logger, clock });
   } else {
     worker!.start();
     logger.info({ database: config.database.kind }, 'worker started');

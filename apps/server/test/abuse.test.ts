@@ -18,13 +18,13 @@ import { issueApiKey } from '../src/accounts.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { generateApiKey, hashApiKey, sameApiKeyHash } from '../src/domain/keys.js';
 import { createLocalOutputFiles, type OutputFiles } from '../src/files/storage.js';
-import { nodeServerOptions } from '../src/http/node-server.js';
+import { answerClientErrors, nodeServerOptions } from '../src/http/node-server.js';
 import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../src/http/middleware.js';
 import { FILE_CSP, LOCKED_DOWN_CSP } from '../src/http/security-headers.js';
 import { systemClock } from '../src/interfaces.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../src/store/store.js';
-import { harness, harnessOver, SUBMIT, testConfig, until, validSubmit, type Harness } from './support.js';
+import { harness, harnessOver, silentLogger, SUBMIT, testConfig, until, validSubmit, type Harness } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
 
 const MODELS = '/api/open/v1/models';
@@ -37,6 +37,8 @@ afterEach(async () => {
 
 async function listen(h: Harness, timeouts = { headersTimeoutMs: 300, requestTimeoutMs: 600, keepAliveTimeoutMs: 300 }): Promise<number> {
   const server: ServerType = serve({ fetch: h.app.fetch, port: 0, hostname: '127.0.0.1', ...nodeServerOptions(timeouts) });
+  // As main.ts serves: Node's own refusals (408, 431, 400) in the envelope.
+  answerClientErrors(server, { logger: silentLogger });
   await new Promise<void>((resolve) => server.once('listening', resolve));
   cleanups.push(() => new Promise((resolve) => server.close(resolve)));
   return (server.address() as AddressInfo).port;

@@ -115,7 +115,7 @@ function stringsIn(root: unknown): string[] {
 function hostIsPlainlyPrivate(url: string): boolean {
   let host: string;
   try {
-    host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+    host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.+$/, '').toLowerCase();
   } catch {
     return false;
   }

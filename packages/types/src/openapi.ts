@@ -414,7 +414,9 @@ export interface components {
          *     (case-insensitive, query string ignored): image `.jpg .jpeg .png .webp .gif .bmp`, video
          *     `.mp4 .mov .m4v`, audio `.mp3 .wav`. The host must resolve to public addresses only: a
          *     literal address that is not public unicast (loopback, private, link-local…) or a
-         *     `localhost` name is refused at once with `400 invalid_request`; a name is resolved, and
+         *     `localhost` name is refused at once with `400 invalid_request`, in every spelling that
+         *     names the same host (`LOCALHOST.`, `sub.localhost.`, percent-encoded or full-width
+         *     letters, `2130706433`, `0x7f.1`, `127.1`, `[::ffff:127.0.0.1]`, `0.0.0.0`); a name is resolved, and
          *     every address checked, when the file is fetched. The file is fetched when the task runs (redirects followed at most 3 times, each re-checked),
          *     and a file that cannot be fetched, is too large, or is not of the kind its extension says
          *     fails the task with `media_unavailable` (refunded).
@@ -430,8 +432,8 @@ export interface components {
          * Format: uri
          * @description Where to POST the final result (see the `videoGenerationCompleted` webhook). `https`, at
          *     most 2048 characters, without `user:password@`, resolving to public addresses only (a
-         *     literal non-public address or a `localhost` name is refused at once with
-         *     `400 invalid_request`; names are resolved and checked at each delivery).
+         *     literal non-public address or a `localhost` name, in any spelling as for `MediaUrl`, is
+         *     refused at once with `400 invalid_request`; names are resolved and checked at each delivery).
          * @example https://hooks.example.com/vidgen
          */
         WebhookUrl: string;
@@ -450,6 +452,8 @@ export interface components {
         /**
          * @description A generation request. Omit `mediaUrls` for text to video. Defaults applied at acceptance
          *     and stored with the task: `duration` 5, `resolution` `720p`, `aspectRatio` `16:9`.
+         *     The body is UTF-8 JSON: a body holding a byte sequence that is not UTF-8 is refused whole
+         *     with `400 invalid_request`, its message giving the byte offset (never stored altered).
          */
         SubmitGenerationRequest: {
             model: components["schemas"]["ModelId"];
@@ -791,7 +795,7 @@ export interface components {
          *
          *     | HTTP | code | when |
          *     |---|---|---|
-         *     | 400 | `invalid_request` | malformed JSON, a schema violation, a model rule violation |
+         *     | 400 | `invalid_request` | malformed JSON, a body that is not UTF-8, a schema violation, a model rule violation; a request that is not well-formed HTTP |
          *     | 401 | `unauthorized` | missing, malformed, unknown, revoked or expired key |
          *     | 402 | `insufficient_credits` | balance below the price |
          *     | 403 | `forbidden` | the key lacks the scope |
@@ -799,11 +803,13 @@ export interface components {
          *     | 405 | `method_not_allowed` | known path, unsupported method |
          *     | 409 | `invalid_state` | cancel of a `succeeded` or `failed` task |
          *     | 409 | `idempotency_in_progress` | the same `Idempotency-Key` is still being processed |
-         *     | 413 | `payload_too_large` | body over 64 KiB |
+         *     | 408 | `invalid_request` | the request's headers or the whole request did not arrive in time (the connection is closed) |
+         *     | 413 | `payload_too_large` | body over 64 KiB; chunk extensions over the HTTP server's limit |
          *     | 415 | `unsupported_media_type` | body not `application/json` |
          *     | 416 | `range_not_satisfiable` | a file range past the end of the file |
          *     | 422 | `idempotency_key_reused` | the same `Idempotency-Key` with a different body |
          *     | 429 | `rate_limited`, `too_many_active_tasks` | request rate, or active tasks, over the limit |
+         *     | 431 | `invalid_request` | the request line and headers are over the HTTP server's limit (16 KiB) |
          *     | 500 | `internal_error` | unexpected failure |
          *     | 503 | `unavailable` | draining for shutdown, store unreachable |
          *
@@ -835,7 +841,11 @@ export interface components {
             message: string;
             details?: components["schemas"]["ErrorDetail"][];
         };
-        /** @description The envelope of every non-2xx answer. */
+        /**
+         * @description The envelope of every non-2xx answer, with an `X-Correlation-Id` header. That includes the
+         *     answers the HTTP server makes before a request is routed (`400` not HTTP, `408` too slow,
+         *     `413` chunk extensions too large, `431` headers too large), which also close the connection.
+         */
         ErrorResponse: {
             /** @constant */
             success: false;

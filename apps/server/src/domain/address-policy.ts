@@ -35,6 +35,26 @@ export function isLoopback(address: string): boolean {
   return parseCanonical(address) !== undefined && ipaddr.process(address).range() === 'loopback';
 }
 
+/**
+ * A URL's host as a resolver sees it, for the rules that judge a host by its spelling. WHATWG
+ * `URL.hostname` has already lower-cased it, percent-decoded it, IDNA-mapped it (full-width
+ * letters and digits, `。` for `.`, soft hyphens dropped) and rewritten every IPv4 spelling
+ * (`2130706433`, `0x7f.1`, `0177.0.0.1`, `127.1`, `127.0.0.1.`) and IPv6 spelling
+ * (`[0:0:0:0:0:0:0:1]`, `[::ffff:127.0.0.1]`) into one form. Left here: the brackets of an IPv6
+ * address, and trailing dots on a name: `localhost.` is the fully qualified spelling of
+ * `localhost`, the same name to every resolver. The lower-casing is repeated for a hostname
+ * that did not come from a URL.
+ */
+export function hostForRules(hostname: string): string {
+  const unbracketed = hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
+  let end = unbracketed.length;
+  while (end > 0 && unbracketed.charCodeAt(end - 1) === 0x2e) end--;
+  return unbracketed.slice(0, end).toLowerCase();
+}
+
+/** `localhost` and every name under it (RFC 6761: they are loopback, whatever DNS says), given as `hostForRules` returns it. */
+export const isLocalhostName = (host: string): boolean => host === 'localhost' || host.endsWith('.localhost');
+
 function parseCanonical(address: string): IPv4 | IPv6 | undefined {
   if (ipaddr.IPv4.isValidFourPartDecimal(address)) return ipaddr.IPv4.parse(address);
   if (ipaddr.IPv6.isValid(address)) return ipaddr.IPv6.parse(address);

@@ -4,7 +4,7 @@
  * Pure: no I/O.
  */
 import { isIP } from 'node:net';
-import { isLoopback, isPublicUnicast } from './address-policy.js';
+import { hostForRules, isLocalhostName, isLoopback, isPublicUnicast } from './address-policy.js';
 import { MODEL_RULES, type GenerationMode, type MediaKind, type ModelId } from './catalog.js';
 
 export interface RuleViolation {
@@ -97,12 +97,13 @@ function firstNonText(value: unknown, pointer: string): string | undefined {
 export function explainHost(url: string, allowLoopback: boolean): string | undefined {
   let host: string;
   try {
-    host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+    // Every spelling of one name or address judged alike: `LOCALHOST.`, `sub.localhost.`, `0x7f.1`, `[::ffff:127.0.0.1]`.
+    host = hostForRules(new URL(url).hostname);
   } catch {
     return undefined;
   }
   if (isIP(host)) return isPublicUnicast(host) || (allowLoopback && isLoopback(host)) ? undefined : `has the address ${host}, which is not public`;
-  if ((host === 'localhost' || host.endsWith('.localhost')) && !allowLoopback) return `has the host ${host}, which is not public`;
+  if (isLocalhostName(host) && !allowLoopback) return `has the host ${host}, which is not public`;
   return undefined;
 }
 

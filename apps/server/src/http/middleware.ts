@@ -11,6 +11,7 @@ import { carriesAnswerHeaders } from './answer.js';
 import type { AppEnv } from './context.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
+import { correlationIdOfResponse } from './node-server.js';
 
 const CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -27,6 +28,9 @@ export function observe(deps: { clock: Clock; logger: Logger; metrics: Metrics }
     const correlationId = given && CORRELATION_ID.test(given) && redactSecrets(given) === given ? given : newCorrelationId(deps.clock.now());
     c.set('correlationId', correlationId);
     c.set('answerHeaders', { 'X-Correlation-Id': correlationId });
+    // The Node response this answers (absent in tests without a server): a request Node cuts later is refused under this id.
+    const outgoing = (c.env as { outgoing?: object } | undefined)?.outgoing;
+    if (outgoing) correlationIdOfResponse.set(outgoing, correlationId);
     const answered = deps.metrics.requestStarted();
     try {
       await next();
@@ -207,13 +211,64 @@ export function jsonNestsDeeperThan(text: string, limit: number): boolean {
   return false;
 }
 
+/** Decodes UTF-8 and throws on any byte sequence that is not UTF-8, instead of putting U+FFFD in its place. */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The offset of the first byte of `bytes` that does not start or continue a well-formed UTF-8
+ * sequence (Unicode's table 3-7: no overlong form, no surrogate, nothing past U+10FFFF, nothing
+ * cut short); -1 when there is none. Run only on a body the decoder refused, to say where.
+ */
+export function firstInvalidUtf8(bytes: Uint8Array): number {
+  for (let i = 0; i < bytes.length; ) {
+    const b = bytes[i]!;
+    if (b < 0x80) {
+      i++;
+      continue;
+    }
+    // The sequence's length and the range its second byte must fall in.
+    let length: number;
+    let low = 0x80;
+    let high = 0xbf;
+    if (b >= 0xc2 && b <= 0xdf) length = 2;
+    else if (b >= 0xe0 && b <= 0xef) {
+      length = 3;
+      if (b === 0xe0) low = 0xa0;
+      else if (b === 0xed) high = 0x9f;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      length = 4;
+      if (b === 0xf0) low = 0x90;
+      else if (b === 0xf4) high = 0x8f;
+    } else return i;
+    if (i + length > bytes.length) return i;
+    const second = bytes[i + 1]!;
+    if (second < low || second > high) return i;
+    for (let k = 2; k < length; k++) {
+      const next = bytes[i + k]!;
+      if (next < 0x80 || next > 0xbf) return i;
+    }
+    i += length;
+  }
+  return -1;
+}
+
 /** The parsed JSON body, or 400 naming the problem. */
 export async function readJson(c: Context<AppEnv>): Promise<unknown> {
-  let text: string;
+  let bytes: ArrayBuffer;
   try {
-    text = await c.req.text();
+    bytes = await c.req.arrayBuffer();
   } catch (error) {
     throw notReceivedWhole(error);
+  }
+  // Decoded once, strictly: a byte that is not UTF-8 would otherwise become U+FFFD and be
+  // stored altered, where the prompt and metadata must come back exactly as sent (D5).
+  let text: string;
+  try {
+    text = strictUtf8.decode(bytes);
+  } catch {
+    const offset = firstInvalidUtf8(new Uint8Array(bytes));
+    const where = offset >= 0 ? ` (byte offset ${offset})` : '';
+    throw new ApiError('invalid_request', `the request body is not valid UTF-8${where}`, [{ field: '', message: `is not valid UTF-8${where}` }]);
   }
   if (jsonNestsDeeperThan(text, MAX_JSON_DEPTH)) {
     throw new ApiError('invalid_request', `the request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`, [

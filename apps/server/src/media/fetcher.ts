@@ -15,7 +15,7 @@ import { pipeline } from 'node:stream/promises';
 import { createSecureContext, rootCertificates, type ConnectionOptions } from 'node:tls';
 import type { MediaKind } from '../domain/catalog.js';
 import { explainUrl } from '../domain/rules.js';
-import { isLoopback, isPublicUnicast } from '../domain/address-policy.js';
+import { hostForRules, isLoopback, isPublicUnicast } from '../domain/address-policy.js';
 import { hasMagicOf, SNIFF_BYTES } from './magic.js';
 
 export type FetchResult = { ok: true; bytes: number; contentType?: string } | { ok: false; reason: string };
@@ -76,13 +76,14 @@ export function guardedLookup(options: { allowLoopback: boolean; lookup?: Lookup
 }
 
 /**
- * Why a URL's host may not be connected to when it is a literal IP address (`URL.hostname`,
- * brackets allowed); undefined for a name or an allowed address. A literal address never goes
- * through the lookup, so it is judged here. WHATWG parsing has already turned 2130706433,
- * 0177.0.0.1 and 0x7f.1 into 127.0.0.1.
+ * Why a URL's host may not be connected to when it is a literal IP address (`URL.hostname`
+ * read as `hostForRules` reads it: brackets and trailing dots allowed); undefined for a name or
+ * an allowed address. A literal address never goes through the lookup, so it is judged here.
+ * WHATWG parsing has already turned 2130706433, 0177.0.0.1 and 0x7f.1 into 127.0.0.1. A name
+ * (`localhost.` too) is judged by the addresses it resolves to, in the lookup.
  */
 export function refuseLiteralAddress(hostname: string, allowLoopback: boolean): string | undefined {
-  const host = hostname.replace(/^\[(.*)\]$/, '$1');
+  const host = hostForRules(hostname);
   if (isIP(host) && !isAllowedAddress(host, allowLoopback)) return `address ${host} is not public`;
   return undefined;
 }
