@@ -11,7 +11,6 @@ import { afterAll, expect, it } from 'vitest';
 import { startHttpsFixture } from './support/https-fixture.js';
 
 const root = resolve(import.meta.dirname, '..');
-const tsx = join(root, 'node_modules/.bin/tsx');
 const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-crash-'));
 const env = {
   ...process.env,
@@ -30,8 +29,8 @@ afterAll(() => {
 
 /** Starts the server and resolves with its address and what it printed. */
 function start(extraEnv: Record<string, string> = {}): Promise<{ server: ChildProcess; baseUrl: string; output: () => string }> {
-  // Node itself with tsx as a loader: one process, so SIGKILL really kills the server (the tsx CLI would leave its child running).
-  const server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: { ...env, ...extraEnv } });
+  // The built server, run by node itself: one process, so SIGKILL really kills the server.
+  const server = spawn(process.execPath, ['dist/main.js'], { cwd: root, env: { ...env, ...extraEnv } });
   servers.push(server);
   let output = '';
   return new Promise((done, fail) => {
@@ -78,9 +77,9 @@ it('finishes every task after a kill -9 mid-render, charging and refunding each 
   }
   expect(finals.map((t) => t.status)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
 
-  const { stdout: accounts } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'accounts', 'list', '--json'], { cwd: root, env });
+  const { stdout: accounts } = await promisify(execFile)(process.execPath, ['dist/cli/main.js', 'accounts', 'list', '--json'], { cwd: root, env });
   const accountId = JSON.parse(accounts)[0].id;
-  const { stdout } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'ledger', '--account', accountId, '--json'], { cwd: root, env });
+  const { stdout } = await promisify(execFile)(process.execPath, ['dist/cli/main.js', 'ledger', '--account', accountId, '--json'], { cwd: root, env });
   const ledger = JSON.parse(stdout);
   expect(ledger.consistent).toBe(true);
   const charges = ledger.entries.filter((e: { kind: string }) => e.kind === 'charge').map((e: { taskId: string }) => e.taskId);
@@ -118,9 +117,9 @@ it('delivers a pending webhook after a kill -9 and a restart, with the same webh
     };
     const cliEnv = { ...env, ...webhookEnv };
     const first = await start(webhookEnv);
-    const { stdout: keys } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'accounts', 'list', '--json'], { cwd: root, env: cliEnv });
+    const { stdout: keys } = await promisify(execFile)(process.execPath, ['dist/cli/main.js', 'accounts', 'list', '--json'], { cwd: root, env: cliEnv });
     const accountId = JSON.parse(keys)[0].id;
-    const { stdout: issued } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'keys', 'create', '--account', accountId, '--json'], { cwd: root, env: cliEnv });
+    const { stdout: issued } = await promisify(execFile)(process.execPath, ['dist/cli/main.js', 'keys', 'create', '--account', accountId, '--json'], { cwd: root, env: cliEnv });
     const key = JSON.parse(issued).key;
     const res = await fetch(`${first.baseUrl}/api/open/v1/video/generations`, {
       method: 'POST',
@@ -138,7 +137,7 @@ it('delivers a pending webhook after a kill -9 and a restart, with the same webh
     await deliveredOnce;
     expect(received.filter((r) => r.status === 200)).toHaveLength(1);
     expect(new Set(received.map((r) => r.id)).size).toBe(1);
-    const { stdout } = await promisify(execFile)(tsx, ['src/cli/main.ts', 'webhooks', 'list', '--account', accountId, '--json'], { cwd: root, env: cliEnv });
+    const { stdout } = await promisify(execFile)(process.execPath, ['dist/cli/main.js', 'webhooks', 'list', '--account', accountId, '--json'], { cwd: root, env: cliEnv });
     const [delivery] = JSON.parse(stdout);
     expect(delivery).toMatchObject({ id: received[0]!.id, status: 'delivered', eventType: 'video.generation.succeeded' });
   } finally {

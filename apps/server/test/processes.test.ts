@@ -9,7 +9,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, hasPostgres } from './support/postgres.js';
 
 const root = resolve(import.meta.dirname, '..');
-const tsx = join(root, 'node_modules/.bin/tsx');
 const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-processes-'));
 const env = { ...process.env, VIDGEN_DATA_DIR: dataDir, VIDGEN_LOG_LEVEL: 'silent' };
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -20,7 +19,7 @@ async function vidgen(...args: string[]): Promise<{ code: number; stdout: string
 
 async function vidgenWith(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await promisify(execFile)(tsx, ['src/cli/main.ts', ...args], { cwd: root, env });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['dist/cli/main.js', ...args], { cwd: root, env });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code: number; stdout: string; stderr: string };
@@ -72,7 +71,7 @@ describe('the operator CLI', () => {
 describe('the first start on an empty data dir', () => {
   it('creates a development account, prints its key once, and accepts a submission with it', async () => {
     const fresh = mkdtempSync(join(tmpdir(), 'vidgen-first-start-'));
-    const server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: { ...env, VIDGEN_DATA_DIR: fresh, PORT: '0', HOST: '127.0.0.1' } });
+    const server = spawn(process.execPath, ['dist/main.js'], { cwd: root, env: { ...env, VIDGEN_DATA_DIR: fresh, PORT: '0', HOST: '127.0.0.1' } });
     try {
       let output = '';
       const baseUrl = await new Promise<string>((done, fail) => {
@@ -127,8 +126,8 @@ describe('roles', () => {
 describe('the served process: graceful shutdown (SIGTERM) and timeouts', () => {
   /** A server on a fresh data dir with one model on the instant provider; resolves once it listens. */
   async function startServer(dir: string, extra: NodeJS.ProcessEnv) {
-    // node itself with tsx as a loader, so that a signal (SIGKILL included) reaches the server, not a wrapper.
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    // The built server, run by node itself, so that a signal (SIGKILL included) reaches the server, not a wrapper.
+    const child = spawn(process.execPath, ['dist/main.js'], {
       cwd: root,
       env: { ...env, VIDGEN_DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', VIDGEN_PROVIDERS: '{"vidgen-2.0-fast":"instant"}', VIDGEN_INSTANT_CONCURRENCY: '1', ...extra },
     });

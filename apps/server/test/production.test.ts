@@ -20,8 +20,7 @@ const children: ChildProcess[] = [];
 let folder: string;
 
 beforeAll(async () => {
-  // turbo builds before testing; a direct `vitest run` builds here.
-  if (!existsSync(join(SERVER, 'dist/main.js'))) await exec(process.execPath, [join(SERVER, 'scripts/build.mjs')], { cwd: SERVER });
+  // dist/ was built by the tests' global setup (test/global-setup.ts).
   const deployed = join(dir, 'deployed');
   await exec('corepack', ['pnpm', '--filter', '@vidgen/server', 'deploy', '--prod', '--legacy', deployed], { cwd: REPO, env: { ...process.env, COREPACK_ENABLE_DOWNLOAD_PROMPT: '0' } });
   folder = join(dir, 'app');
