@@ -2,15 +2,17 @@ import createFetchClient, { type Client as FetchClient } from 'openapi-fetch';
 import { VidgenError, VidgenTaskError, VidgenTimeoutError, parseRetryAfter } from './errors.js';
 import type { operations, paths } from './openapi.js';
 import { retryPolicy, sleep, withRetries, type RetryOptions, type RetryPolicy } from './retry.js';
+import { setLongTimeout } from './timers.js';
 import type {
   CancelGenerationResponse,
   ModelList,
   SubmitGenerationRequest,
   SubmitGenerationResponse,
   Task,
-  TaskList,
+  TaskListWithStatus,
   TaskStatus,
   TaskSucceeded,
+  TaskWithStatus,
 } from './types.js';
 
 export interface ClientOptions {
@@ -42,18 +44,26 @@ export interface GetOptions extends RequestOptions {
   wait?: number;
 }
 
-export interface ListOptions extends RequestOptions {
-  status?: TaskStatus;
+/**
+ * `S` is the `status` asked for: `list` and `listAll` then return only tasks of that status,
+ * typed as such (`status: 'succeeded'` gives tasks whose `output` is never `null`).
+ */
+export interface ListOptions<S extends TaskStatus = TaskStatus> extends RequestOptions {
+  /** Only tasks in this state. */
+  status?: S;
   /** 1..100, default 20. */
   limit?: number;
   /** `nextCursor` of the previous page. */
   cursor?: string;
 }
 
-export type ListAllOptions = Omit<ListOptions, 'cursor'>;
+export type ListAllOptions<S extends TaskStatus = TaskStatus> = Omit<ListOptions<S>, 'cursor'>;
 
 export interface WaitOptions extends RequestOptions {
-  /** Milliseconds to wait in all before rejecting with `VidgenTimeoutError`. Default 30 minutes. */
+  /**
+   * Milliseconds to wait in all before rejecting with `VidgenTimeoutError`. Default 30 minutes.
+   * Any length works; `Infinity` waits until the task ends (or `signal` aborts).
+   */
   timeout?: number;
   /** Called with the task each time its status is seen to change. */
   onUpdate?: (task: Task) => void;
@@ -130,23 +140,31 @@ export class VidgenClient {
     return data;
   }
 
-  /** One page of the account's tasks, newest first. */
-  async list(options: ListOptions = {}): Promise<TaskList> {
+  /**
+   * One page of the account's tasks, newest first. With `status`, only tasks in that state,
+   * typed as such: `list({ status: 'succeeded' })` gives tasks whose `output` is set.
+   */
+  async list<S extends TaskStatus = TaskStatus>(options: ListOptions<S> = {}): Promise<TaskListWithStatus<S>> {
     const { status, limit, cursor, signal } = options;
     const query: NonNullable<operations['listGenerations']['parameters']['query']> = {};
     if (status !== undefined) query.status = status;
     if (limit !== undefined) query.limit = limit;
     if (cursor !== undefined) query.cursor = cursor;
-    const { data } = await this.#call<TaskList>(() => this.raw.GET(GENERATIONS, { params: { query }, signal }), { retryable: true, signal });
+    // The service answers a `status` filter with tasks in that state only (the spec's "Only tasks in this state").
+    const { data } = await this.#call<TaskListWithStatus<S>>(() => this.raw.GET(GENERATIONS, { params: { query }, signal }), { retryable: true, signal });
     return data;
   }
 
-  /** Every task of the account, newest first, following `nextCursor` page by page. */
-  async *listAll(options: ListAllOptions = {}): AsyncGenerator<Task, void, undefined> {
+  /**
+   * Every task of the account, newest first, following `nextCursor` page by page. With
+   * `status`, only tasks in that state, typed as such (as for `list`).
+   */
+  async *listAll<S extends TaskStatus = TaskStatus>(options: ListAllOptions<S> = {}): AsyncGenerator<TaskWithStatus<S>, void, undefined> {
     let cursor: string | undefined;
     do {
-      const page = await this.list({ ...options, ...(cursor ? { cursor } : {}) });
-      yield* page.data;
+      const page = await this.list<S>({ ...options, ...(cursor ? { cursor } : {}) });
+      // Both branches of TaskListWithStatus<S> hold TaskWithStatus<S>[]; tsc cannot see it for an open S.
+      yield* page.data as TaskWithStatus<S>[];
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
   }
@@ -175,10 +193,13 @@ export class VidgenClient {
 
   async #waitFor(requestId: string, knownStatus: TaskStatus | undefined, options: WaitOptions): Promise<TaskSucceeded> {
     const { timeout = DEFAULT_TIMEOUT_MS, onUpdate } = options;
+    if (typeof timeout !== 'number' || Number.isNaN(timeout)) throw new TypeError(`waitForCompletion: timeout must be a number of milliseconds (or Infinity), not ${String(timeout)}`);
     const deadline = Date.now() + timeout;
     let last: Task | undefined;
     const timer = new AbortController();
-    const timeoutHandle = setTimeout(() => timer.abort(new VidgenTimeoutError(requestId, timeout, last)), timeout);
+    // Not setTimeout itself: it fires after 1 ms for anything over 2^31 - 1 ms (about 24.8 days)
+    // or Infinity. This waits out long timeouts in chunks and sets no timer for Infinity.
+    const clearDeadline = setLongTimeout(() => timer.abort(new VidgenTimeoutError(requestId, timeout, last)), timeout);
     const { signal, dispose } = anySignal([options.signal, timer.signal]);
     try {
       let previous = knownStatus;
@@ -219,7 +240,7 @@ export class VidgenClient {
     } catch (error) {
       throw signal.aborted ? signal.reason : error;
     } finally {
-      clearTimeout(timeoutHandle);
+      clearDeadline();
       dispose();
     }
   }

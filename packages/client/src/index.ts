@@ -33,8 +33,10 @@ export type {
   TaskError,
   TaskFailed,
   TaskList,
+  TaskListWithStatus,
   TaskStatus,
   TaskSucceeded,
+  TaskWithStatus,
   VideoGenerationEvent,
 } from './types.js';
 export type { components, operations, paths, webhooks } from './openapi.js';

@@ -1,4 +1,5 @@
 import { VidgenError } from './errors.js';
+import { setLongTimeout } from './timers.js';
 
 export interface RetryOptions {
   /** Attempts after the first. Default 3. */
@@ -29,15 +30,18 @@ export function backoffMs(policy: RetryPolicy, attempt: number, retryAfterSecond
   return Math.max(random() * ceiling, (retryAfterSeconds ?? 0) * 1000);
 }
 
-/** Resolves after `ms`, or rejects with the signal's reason once it aborts. */
+/**
+ * Resolves after `ms` (any length: longer than `setTimeout` takes is waited out in chunks, and
+ * `Infinity` never resolves), or rejects with the signal's reason once it aborts.
+ */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const onAbort = () => {
-      clearTimeout(timer);
+      cancel();
       reject(signal!.reason);
     };
-    const timer = setTimeout(() => {
+    const cancel = setLongTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
       resolve();
     }, ms);

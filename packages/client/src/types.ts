@@ -10,6 +10,18 @@ export type TaskFailed = Schemas['TaskFailed'];
 export type TaskCancelled = Schemas['TaskCancelled'];
 export type TaskError = Schemas['TaskError'];
 export type TaskList = Schemas['TaskList'];
+
+/**
+ * The `Task` variants whose `status` is `S`, picked out of the spec's `Task` union:
+ * `TaskWithStatus<'succeeded'>` is `TaskSucceeded` (its `output` is never `null`), and
+ * `TaskWithStatus<TaskStatus>` is `Task`.
+ */
+export type TaskWithStatus<S extends TaskStatus> = Extract<Task, { status: S }>;
+
+/** A page of `list({ status })`: `TaskList` whose `data` holds only tasks of status `S`. */
+export type TaskListWithStatus<S extends TaskStatus> = [TaskStatus] extends [S]
+  ? TaskList
+  : Omit<TaskList, 'data'> & { data: TaskWithStatus<S>[] };
 export type Model = Schemas['Model'];
 export type ModelId = Schemas['ModelId'];
 export type ModelList = Schemas['ModelList'];

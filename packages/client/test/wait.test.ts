@@ -6,6 +6,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createClient, VidgenTaskError, VidgenTimeoutError, type Task } from '../src/index.js';
+import { sleep } from '../src/retry.js';
+import { MAX_TIMER_DELAY_MS } from '../src/timers.js';
 import { json, taskIn } from './helpers.js';
 
 const POLL_HINT = { queued: 2, processing: 5 } as const;
@@ -136,11 +138,12 @@ describe('waitForCompletion on fake timers', () => {
     vi.useRealTimers();
   });
 
-  /** A fake service whose task is queued for 2 s, processing until 20 s, then succeeded. */
-  function timeline(options: { longPoll: boolean }) {
+  /** A fake service whose task is queued for 2 s, processing until `succeedsAt` (20 s), then succeeded. */
+  function timeline(options: { longPoll: boolean; succeedsAt?: number }) {
+    const { succeedsAt = 20_000 } = options;
     const start = Date.now();
-    const statusAt = (ms: number): Task['status'] => (ms < 2_000 ? 'queued' : ms < 20_000 ? 'processing' : 'succeeded');
-    const changes = [2_000, 20_000];
+    const statusAt = (ms: number): Task['status'] => (ms < 2_000 ? 'queued' : ms < succeedsAt ? 'processing' : 'succeeded');
+    const changes = [2_000, succeedsAt];
     const requests: { at: number; wait: string | null }[] = [];
     const answer = () => {
       const status = statusAt(Date.now() - start);
@@ -185,5 +188,75 @@ describe('waitForCompletion on fake timers', () => {
     // queued (as submitted) → pause the queued hint (2 s); processing is a change → at once;
     // processing again → pause the processing hint (5 s) each time until it succeeds.
     expect(service.requests.map((request) => request.at)).toEqual([0, 0, 2_000, 2_000, 7_000, 12_000, 17_000, 22_000]);
+  });
+
+  /** A service that never answers: its request only ends, with the reason, when it is aborted. */
+  const silentFetch = (request: Request) =>
+    new Promise<Response>((_, reject) => request.signal.addEventListener('abort', () => reject(request.signal.reason), { once: true }));
+
+  /** Whether `promise` has settled yet, without an unhandled rejection. */
+  function track<T>(promise: Promise<T>) {
+    const state = { settled: false, outcome: undefined as unknown };
+    void promise.then(
+      (value) => Object.assign(state, { settled: true, outcome: value }),
+      (error: unknown) => Object.assign(state, { settled: true, outcome: error }),
+    );
+    return state;
+  }
+
+  // setTimeout fires after 1 ms for a delay over 2^31 - 1 ms or Infinity (the fake timers do the same).
+  it('a timeout longer than setTimeout takes (2^31 - 1 ms) runs out when it should, not after 1 ms', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const timeout = MAX_TIMER_DELAY_MS + 60_001; // 24.8 days and a minute
+    const client = createClient({ baseUrl: 'http://stub', apiKey: 'vg_test_x', fetch: silentFetch });
+    const wait = track(client.waitForCompletion('gen_01JD6Z8K4T9QW3M5R7X2B6C8N0', { timeout }));
+    await vi.advanceTimersByTimeAsync(10);
+    expect(wait.settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(timeout - 11);
+    expect(wait.settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(wait.outcome).toBeInstanceOf(VidgenTimeoutError);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('timeout: Infinity sets no timer and waits until the task ends, however long', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const client = createClient({ baseUrl: 'http://stub', apiKey: 'vg_test_x', fetch: silentFetch });
+    const controller = new AbortController();
+    const wait = track(client.waitForCompletion('gen_01JD6Z8K4T9QW3M5R7X2B6C8N0', { timeout: Infinity, signal: controller.signal }));
+    await vi.advanceTimersByTimeAsync(10);
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(1_000 * 24 * 3600_000);
+    expect(wait.settled).toBe(false);
+    controller.abort(new Error('user left'));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(wait.outcome).toEqual(new Error('user left'));
+
+    // A task that takes 45 minutes (longer than the default timeout): one long poll per 30 s.
+    const service = timeline({ longPoll: true, succeedsAt: 45 * 60_000 });
+    const done = track(createClient({ baseUrl: 'http://stub', apiKey: 'vg_test_x', fetch: service.fetch }).waitForCompletion('gen_01JD6Z8K4T9QW3M5R7X2B6C8N0', { timeout: Infinity }));
+    await vi.advanceTimersByTimeAsync(45 * 60_000 + 1_000);
+    expect((done.outcome as Task | undefined)?.status).toBe('succeeded');
+    // The first at 0 s (queued; answered at 2 s, processing), then 90 long polls from 2 s on, the last answered at 45 min.
+    expect(service.requests).toHaveLength(1 + Math.ceil((45 * 60_000 - 2_000) / 30_000));
+    expect(service.requests.every((request) => request.wait === '30')).toBe(true);
+  });
+
+  it('a timeout that is not a number is refused', async () => {
+    const client = createClient({ baseUrl: 'http://stub', apiKey: 'vg_test_x', fetch: silentFetch });
+    await expect(client.waitForCompletion('gen_01JD6Z8K4T9QW3M5R7X2B6C8N0', { timeout: Number.NaN })).rejects.toThrow(TypeError);
+  });
+
+  it('sleep waits out a delay longer than setTimeout takes, and Infinity never ends', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const long = track(sleep(3 * MAX_TIMER_DELAY_MS + 5));
+    const forever = track(sleep(Infinity));
+    await vi.advanceTimersByTimeAsync(3 * MAX_TIMER_DELAY_MS + 4);
+    expect(long.settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(long.settled).toBe(true);
+    await vi.advanceTimersByTimeAsync(10 * MAX_TIMER_DELAY_MS);
+    expect(forever.settled).toBe(false);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
