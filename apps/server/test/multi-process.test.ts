@@ -31,7 +31,7 @@ describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () =
   let key: string;
   let accountId: string;
 
-  /** Starts `src/main.ts --role <role>` on the test's database; killed after the file. */
+  /** Starts `dist/main.js --role <role>` (the built server) on the test's database; killed after the file. */
   function start(role: 'api' | 'worker', extraEnv: Record<string, string> = {}) {
     const env = {
       ...pipelineEnv({ databaseUrl: database.url, dataDir, receiverCaFile: caFile }),

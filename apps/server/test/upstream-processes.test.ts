@@ -1,5 +1,5 @@
 /**
- * The upstream path as an operator runs it: real server processes (`src/main.ts`) on SQLite and on
+ * The upstream path as an operator runs it: real server processes (the built `dist/main.js`) on SQLite and on
  * PostgreSQL, every model routed to `byteplus`, in front of loopback stand-ins of the upstream's task
  * API (one per channel, i.e. per upstream account). What must hold: an upstream task is created once
  * per task whatever the restarts (SIGKILL, SIGTERM), a failing channel's tasks land on another,

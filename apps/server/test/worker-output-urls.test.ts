@@ -49,7 +49,7 @@ describe('the output URLs of a worker', () => {
   });
 
   it('stops `serve --role worker` before it connects to anything, with exit code 2 and the message', async () => {
-    const run = promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/main.ts', '--role', 'worker'], {
+    const run = promisify(execFile)(process.execPath, ['dist/main.js', '--role', 'worker'], {
       cwd: SERVER_ROOT,
       // A database nobody listens on: the refusal comes first.
       env: { ...process.env, VIDGEN_DATABASE_URL: 'postgres://vidgen@127.0.0.1:1/vidgen', VIDGEN_STORAGE: 'local', VIDGEN_PUBLIC_BASE_URL: '', VIDGEN_LOG_LEVEL: 'silent' },

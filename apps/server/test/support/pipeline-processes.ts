@@ -1,6 +1,6 @@
 /**
  * What the multi-process test, the pipeline benchmark and the soak share: server
- * processes (`src/main.ts --role …`) on the instant provider with webhooks to a
+ * processes (`dist/main.js --role …`, the built server) on the instant provider with webhooks to a
  * loopback HTTPS receiver, that receiver, and an account with a key made the
  * operators' way.
  */
@@ -13,7 +13,7 @@ import { createAccount, issueApiKey } from '../../src/accounts.js';
 import type { Store } from '../../src/store/store.js';
 import { startHttpsFixture, type HttpsFixture } from './https-fixture.js';
 
-/** apps/server: where `src/main.ts` is started from. */
+/** apps/server: where `dist/main.js` is started from. */
 export const SERVER_ROOT = resolve(import.meta.dirname, '../..');
 
 /** Every model on the instant provider. */
@@ -71,16 +71,17 @@ export interface ServerProcess {
 }
 
 /**
- * Starts `src/main.ts --role <role>` with node and tsx as a loader (so SIGKILL
- * kills the server itself, not a wrapper) and resolves once it listens (or, for
- * a worker, has started); rejects if it exits first.
+ * Starts the built server, `node dist/main.js --role <role>`, as production runs it (one process, so
+ * SIGKILL kills the server itself, not a wrapper), and resolves once it listens (or, for a worker,
+ * has started); rejects if it exits first. The tests' global setup builds dist/; so do the benches'
+ * scripts.
  */
 export function startServerProcess(
   role: Role,
   env: Record<string, string>,
   options: { nodeArgs?: string[]; inheritStderr?: boolean; /** Called at once with the child, for cleaning up after a start that never finishes. */ onSpawn?: (child: ChildProcess) => void } = {},
 ): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', 'tsx', 'src/main.ts', '--role', role], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'dist/main.js', '--role', role], {
     cwd: SERVER_ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],
