@@ -4,7 +4,7 @@
  * PostgreSQL: parsed jsonb), which `read` says.
  */
 import type { Scope } from '../domain/keys.js';
-import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, TaskRecord, UpstreamChannelRecord, UpstreamTaskRecord, UpstreamUsageRow } from './store.js';
+import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, TaskRecord, UpstreamChannelRecord, UpstreamTaskRecord, UpstreamUsageRow, UsageHour } from './store.js';
 
 export type Row = Record<string, any>;
 
@@ -116,11 +116,23 @@ export function rowMappers(read: ColumnReader) {
       creditsRefunded: row.credits_refunded,
     }),
 
+    toUsageHour: (row: Row): UsageHour => ({
+      hourStart: required(row.hour_start),
+      model: row.model,
+      creditsCharged: Number(row.credits_charged),
+      creditsRefunded: Number(row.credits_refunded),
+      succeeded: Number(row.succeeded),
+      failed: Number(row.failed),
+      cancelled: Number(row.cancelled),
+      secondsDelivered: Number(row.seconds_delivered),
+    }),
+
     toLedgerEntry: (row: Row): LedgerEntry => ({
       id: row.id,
       accountId: row.account_id,
       kind: row.kind,
       amount: row.amount,
+      balanceAfter: row.balance_after,
       taskId: row.task_id,
       note: row.note,
       createdAt: required(row.created_at),

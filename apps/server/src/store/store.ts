@@ -188,9 +188,23 @@ export interface LedgerEntry {
   accountId: string;
   kind: 'grant' | 'charge' | 'refund';
   amount: number;
+  /** The account's balance right after this entry. */
+  balanceAfter: number;
   taskId: string | null;
   note: string | null;
   createdAt: Date;
+}
+
+/** One hour's running totals of an account's usage for one model (UTC hours). */
+export interface UsageHour {
+  hourStart: Date;
+  model: string;
+  creditsCharged: number;
+  creditsRefunded: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  secondsDelivered: number;
 }
 
 /** A stored answer to replay for an Idempotency-Key. */
@@ -240,6 +254,12 @@ export interface Store {
   countAccounts(): Promise<number>;
   grantCredits(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<AccountRecord | undefined>;
   listLedger(accountId: string): Promise<LedgerEntry[]>;
+  /** Newest first, before entry `beforeId` (exclusive), optionally of one kind or one task. */
+  listLedgerPage(query: { accountId: string; limit: number; beforeId?: number; kind?: LedgerEntry['kind']; taskId?: string }): Promise<LedgerEntry[]>;
+  /** The account with what its active tasks hold: credits charged for queued and processing tasks, and how many. */
+  accountSummary(accountId: string): Promise<{ account: AccountRecord; creditsHeld: number; activeTasks: number } | undefined>;
+  /** The running usage totals of the hours in [from, to), oldest first (hours with nothing are absent). */
+  usageHours(query: { accountId: string; from: Date; to: Date }): Promise<UsageHour[]>;
   /** The balance column and the sum of the ledger, which must always be equal. */
   auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined>;
 
@@ -284,6 +304,10 @@ export interface Store {
   getDelivery(id: string): Promise<DeliveryRecord | undefined>;
   getDeliveryForTask(taskId: string): Promise<DeliveryRecord | undefined>;
   listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]>;
+  /** Newest first, after a position (exclusive), optionally by status or task. */
+  listDeliveriesPage(query: { accountId: string; limit: number; status?: DeliveryStatus; taskId?: string; after?: { createdAt: Date; id: string } }): Promise<DeliveryRecord[]>;
+  /** The signing secret now, and until when the previous one also signs (null when it no longer does). */
+  webhookSecretState(accountId: string, now: Date): Promise<{ secret: string; previousSecretValidUntil: Date | null } | undefined>;
   listDeliveryAttempts(deliveryId: string): Promise<DeliveryAttempt[]>;
   /**
    * Records one attempt and where the delivery now stands, unless an operator redelivered it since

@@ -33,6 +33,7 @@ import type {
   UpstreamTaskRecord,
   UpstreamUsage,
   UpstreamUsageRow,
+  UsageHour,
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { rowMappers, type Row } from '../rows.js';
@@ -61,7 +62,7 @@ const TYPES = {
     oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
+const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
@@ -72,20 +73,39 @@ const SQL = {
   addToBalance: 'UPDATE accounts SET balance = balance + $2 WHERE id = $1',
   // The conditional update is the whole guard against overdrafts: a concurrent charge waits for the row lock and re-checks.
   chargeBalance: 'UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2',
-  insertLedgerEntry: 'INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
+  // Written after the balance moved, in the same transaction: the entry keeps the balance it left.
+  insertLedgerEntry: `INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
+                      VALUES ($1, $2, $3, $4, $5, $6, (SELECT balance FROM accounts WHERE id = $1))`,
+  addUsage: `INSERT INTO usage_hourly (account_id, hour_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (account_id, hour_start, model) DO UPDATE SET
+               credits_charged = usage_hourly.credits_charged + excluded.credits_charged,
+               credits_refunded = usage_hourly.credits_refunded + excluded.credits_refunded,
+               succeeded = usage_hourly.succeeded + excluded.succeeded, failed = usage_hourly.failed + excluded.failed,
+               cancelled = usage_hourly.cancelled + excluded.cancelled, seconds_delivered = usage_hourly.seconds_delivered + excluded.seconds_delivered`,
+  ledgerPage: `SELECT * FROM ledger_entries
+               WHERE account_id = $1 AND ($2::bigint IS NULL OR id < $2) AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR task_id = $4)
+               ORDER BY id DESC LIMIT $5`,
+  creditsHeld: `SELECT coalesce(sum(credits_charged), 0)::bigint AS held, count(*)::int AS active FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
+  usageHours: 'SELECT * FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3 ORDER BY hour_start, model',
+  deliveriesPage: `SELECT * FROM webhook_deliveries
+                   WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR task_id = $3)
+                     AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5))
+                   ORDER BY created_at DESC, id DESC LIMIT $6`,
   selectApiKey: 'SELECT * FROM api_keys WHERE id = $1',
   selectTask: 'SELECT * FROM tasks_with_webhook WHERE account_id = $1 AND id = $2',
   selectTaskById: 'SELECT * FROM tasks_with_webhook WHERE id = $1',
   selectDelivery: 'SELECT * FROM webhook_deliveries WHERE id = $1',
   startTask: `UPDATE tasks SET status = 'processing', updated_at = $2 WHERE id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   completeTask: `UPDATE tasks SET status = 'succeeded', output_key = $3, output_url = $4, output_expires_at = $5, updated_at = $2, completed_at = $2
-                 WHERE id = $1 AND status IN ${inList(statesLeadingTo('succeeded'))}`,
+                 WHERE id = $1 AND status IN ${inList(statesLeadingTo('succeeded'))}
+                 RETURNING account_id, model, duration`,
   failTask: `UPDATE tasks SET status = 'failed', error_code = $3, error_message = $4, credits_refunded = credits_charged, updated_at = $2, completed_at = $2
              WHERE id = $1 AND status IN ${inList(statesLeadingTo('failed'))}
-             RETURNING id, account_id, credits_charged`,
+             RETURNING id, account_id, credits_charged, model`,
   cancelTask: `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = $3, completed_at = $3
                WHERE account_id = $1 AND id = $2 AND status IN ${inList(CANCELLABLE_STATES)}
-               RETURNING id, account_id, credits_charged`,
+               RETURNING id, account_id, credits_charged, model`,
   // --- Upstream tasks
   selectUpstreamTask: 'SELECT u.*, t.status AS task_status FROM upstream_tasks u JOIN tasks t ON t.id = u.task_id WHERE u.task_id = $1',
   // A reservation holds its task's row: a concurrent cancel (or a second reservation of the task) waits for it.
@@ -268,6 +288,34 @@ export class PgStore implements Store {
     return (await this.all('SELECT * FROM ledger_entries WHERE account_id = $1 ORDER BY id', [accountId])).map(toLedgerEntry);
   }
 
+  async listLedgerPage(query: { accountId: string; limit: number; beforeId?: number; kind?: LedgerEntry['kind']; taskId?: string }): Promise<LedgerEntry[]> {
+    const rows = await this.all(SQL.ledgerPage, [query.accountId, query.beforeId ?? null, query.kind ?? null, query.taskId ?? null, query.limit]);
+    return rows.map(toLedgerEntry);
+  }
+
+  async accountSummary(accountId: string): Promise<{ account: AccountRecord; creditsHeld: number; activeTasks: number } | undefined> {
+    const row = await this.one(SQL.selectAccount, [accountId]);
+    if (!row) return undefined;
+    const held = (await this.one(SQL.creditsHeld, [accountId]))!;
+    return { account: toAccount(row), creditsHeld: held.held, activeTasks: held.active };
+  }
+
+  async usageHours(query: { accountId: string; from: Date; to: Date }): Promise<UsageHour[]> {
+    return (await this.all(SQL.usageHours, [query.accountId, query.from, query.to])).map(toUsageHour);
+  }
+
+  async listDeliveriesPage(query: { accountId: string; limit: number; status?: DeliveryStatus; taskId?: string; after?: { createdAt: Date; id: string } }): Promise<DeliveryRecord[]> {
+    const rows = await this.all(SQL.deliveriesPage, [query.accountId, query.status ?? null, query.taskId ?? null, query.after?.createdAt ?? null, query.after?.id ?? null, query.limit]);
+    return rows.map(toDelivery);
+  }
+
+  async webhookSecretState(accountId: string, now: Date): Promise<{ secret: string; previousSecretValidUntil: Date | null } | undefined> {
+    const row = await this.one('SELECT webhook_secret, previous_webhook_secret, previous_webhook_secret_until FROM accounts WHERE id = $1', [accountId]);
+    if (!row) return undefined;
+    const until = row.previous_webhook_secret && row.previous_webhook_secret_until > now ? (row.previous_webhook_secret_until as Date) : null;
+    return { secret: row.webhook_secret, previousSecretValidUntil: until };
+  }
+
   async auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined> {
     const row = await this.one(
       'SELECT a.balance, (SELECT coalesce(sum(amount), 0)::bigint FROM ledger_entries l WHERE l.account_id = a.id) AS ledger_sum FROM accounts a WHERE a.id = $1',
@@ -352,6 +400,7 @@ export class PgStore implements Store {
         ],
       );
       await client.query(SQL.insertLedgerEntry, [task.accountId, 'charge', -task.creditsCharged, task.id, null, now]);
+      await this.addUsageIn(client, task.accountId, task.model, now, { creditsCharged: task.creditsCharged });
       await this.jobs.enqueue(client, { kind: 'generate', taskId: task.id, provider: input.job.provider, maxAttempts: input.job.maxAttempts, runAt: now });
       const created = toTask((await this.one(SQL.selectTask, [task.accountId, task.id], client))!);
       const response = input.respond(created);
@@ -388,6 +437,7 @@ export class PgStore implements Store {
       const cancelled = await this.one(SQL.cancelTask, [input.accountId, input.id, input.now], client);
       if (cancelled) {
         await this.refundIn(client, cancelled, 'cancelled', input.now);
+        await this.addUsageIn(client, cancelled.account_id, cancelled.model, input.now, { creditsRefunded: cancelled.credits_charged, cancelled: 1 });
         // Its upstream task, if any, is stopped (queued upstream) or its result discarded: the follower looks now.
         await this.upstreamDueNowIn(client, input.id, input.now);
         await this.enqueueWebhookIn(client, input.id, input.now);
@@ -420,6 +470,22 @@ export class PgStore implements Store {
     await this.jobs.enqueue(client, { kind: 'deliver', taskId, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts, runAt: now });
   }
 
+  /** Adds to the account's running usage totals of `now`'s UTC hour for the model (usage_hourly). */
+  private async addUsageIn(client: Queryable, accountId: string, model: string, now: Date, add: Partial<Omit<UsageHour, 'hourStart' | 'model'>>): Promise<void> {
+    const hourStart = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
+    await client.query(SQL.addUsage, [
+      accountId,
+      hourStart,
+      model,
+      add.creditsCharged ?? 0,
+      add.creditsRefunded ?? 0,
+      add.succeeded ?? 0,
+      add.failed ?? 0,
+      add.cancelled ?? 0,
+      add.secondsDelivered ?? 0,
+    ]);
+  }
+
   /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
   private async refundIn(client: Queryable, task: Row, note: string, now: Date): Promise<void> {
     await client.query(SQL.addToBalance, [task.account_id, task.credits_charged]);
@@ -440,8 +506,12 @@ export class PgStore implements Store {
   }
 
   private async completeTaskIn(client: Queryable, input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
-    const changed = (await client.query(SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt])).rowCount === 1;
-    if (changed) await this.enqueueWebhookIn(client, input.id, input.now);
+    const completed = await this.one(SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt], client);
+    const changed = completed !== undefined;
+    if (completed) {
+      await this.addUsageIn(client, completed.account_id, completed.model, input.now, { succeeded: 1, secondsDelivered: completed.duration });
+      await this.enqueueWebhookIn(client, input.id, input.now);
+    }
     const row = await this.one(SQL.selectTaskById, [input.id], client);
     return changed && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
   }
@@ -454,6 +524,7 @@ export class PgStore implements Store {
     const failed = await this.one(SQL.failTask, [input.id, input.now, input.code, input.message], client);
     if (!failed) return { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status };
     await this.refundIn(client, failed, input.code, input.now);
+    await this.addUsageIn(client, failed.account_id, failed.model, input.now, { creditsRefunded: failed.credits_charged, failed: 1 });
     await this.enqueueWebhookIn(client, input.id, input.now);
     // Its upstream task, if any, is stopped or its result discarded: the follower looks now.
     await this.upstreamDueNowIn(client, input.id, input.now);

@@ -34,6 +34,7 @@ import type {
   UpstreamTaskRecord,
   UpstreamUsage,
   UpstreamUsageRow,
+  UsageHour,
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { GroupCommit } from './group-commit.js';
@@ -44,11 +45,14 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
 
 const ms = (date: Date | null | undefined) => (date ? date.getTime() : null);
+/** The start of `date`'s UTC hour, in ms: the key of usage_hourly. */
+const hourOf = (date: Date) => Math.floor(date.getTime() / 3_600_000) * 3_600_000;
+type UsageColumn = 'credits_charged' | 'credits_refunded' | 'succeeded' | 'failed' | 'cancelled' | 'seconds_delivered';
 
 /** A job's id names its claim too (`<row id>.<claim>`): only the claim that holds a job can finish it. */
 const toJob = (row: Row): Job => ({ id: `${row.id}.${row.claims}`, taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
 
-const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow } = rowMappers({ date: (value) => (value === null || value === undefined ? null : new Date(value as number)), json: (value) => JSON.parse(value as string) });
+const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = rowMappers({ date: (value) => (value === null || value === undefined ? null : new Date(value as number)), json: (value) => JSON.parse(value as string) });
 
 export class SqliteStore implements Store, JobQueue {
   readonly db: Database.Database;
@@ -147,6 +151,35 @@ export class SqliteStore implements Store, JobQueue {
     return this.group.read(() => (this.sql.selectLedger.all(accountId) as Row[]).map(toLedgerEntry));
   }
 
+  listLedgerPage(query: { accountId: string; limit: number; beforeId?: number; kind?: LedgerEntry['kind']; taskId?: string }): Promise<LedgerEntry[]> {
+    return this.group.read(() =>
+      (
+        this.sql.selectLedgerPage.all({
+          account_id: query.accountId,
+          before_id: query.beforeId ?? null,
+          kind: query.kind ?? null,
+          task_id: query.taskId ?? null,
+          limit: query.limit,
+        }) as Row[]
+      ).map(toLedgerEntry),
+    );
+  }
+
+  accountSummary(accountId: string): Promise<{ account: AccountRecord; creditsHeld: number; activeTasks: number } | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectAccount.get(accountId) as Row | undefined;
+      if (!row) return undefined;
+      const held = this.sql.selectCreditsHeld.get(accountId) as Row;
+      return { account: toAccount(row), creditsHeld: held.held, activeTasks: held.active };
+    });
+  }
+
+  usageHours(query: { accountId: string; from: Date; to: Date }): Promise<UsageHour[]> {
+    return this.group.read(() =>
+      (this.sql.selectUsageHours.all({ account_id: query.accountId, from: ms(query.from), to: ms(query.to) }) as Row[]).map(toUsageHour),
+    );
+  }
+
   auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined> {
     return this.group.read(() => {
       const row = this.sql.auditBalance.get(accountId) as Row | undefined;
@@ -234,6 +267,7 @@ export class SqliteStore implements Store, JobQueue {
       now: ms(now),
     };
     this.sql.insertTask.run(inserted);
+    this.addUsageNow(task.accountId, task.model, now, { credits_charged: task.creditsCharged });
     this.sql.insertJob.run({ task_id: task.id, provider: input.job.provider, max_attempts: input.job.maxAttempts, now: ms(now) });
     this.sql.insertLedgerEntry.run({
       account_id: task.accountId,
@@ -301,6 +335,7 @@ export class SqliteStore implements Store, JobQueue {
     if (!CANCELLABLE_STATES.includes(status)) return { kind: 'invalid_state', status };
     this.sql.cancelTask.run({ id: input.id, now: ms(input.now) });
     this.refundNow(row, 'cancelled', input.now);
+    this.addUsageNow(row.account_id, row.model, input.now, { credits_refunded: row.credits_charged, cancelled: 1 });
     // Its upstream task, if any, is stopped (queued upstream) or its result discarded: the follower looks now.
     this.sql.upstreamDueNow.run({ task_id: input.id, now: ms(input.now) });
     const cancelled = this.sql.selectTask.get(key) as Row;
@@ -318,6 +353,21 @@ export class SqliteStore implements Store, JobQueue {
     const id = `msg_${newUlid(now.getTime())}`;
     this.sql.insertDelivery.run({ id, task_id: taskId, account_id: row.account_id, url: row.webhook_url, event_type: type, body, now: ms(now) });
     this.sql.insertDeliveryJob.run({ task_id: taskId, max_attempts: this.options.webhookJobAttempts, now: ms(now) });
+  }
+
+  /** Adds to the account's running usage totals of `now`'s hour for the model (usage_hourly). */
+  private addUsageNow(accountId: string, model: string, now: Date, add: Partial<Record<UsageColumn, number>>): void {
+    this.sql.addUsage.run({
+      account_id: accountId,
+      hour_start: hourOf(now),
+      model,
+      credits_charged: add.credits_charged ?? 0,
+      credits_refunded: add.credits_refunded ?? 0,
+      succeeded: add.succeeded ?? 0,
+      failed: add.failed ?? 0,
+      cancelled: add.cancelled ?? 0,
+      seconds_delivered: add.seconds_delivered ?? 0,
+    });
   }
 
   /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
@@ -349,6 +399,7 @@ export class SqliteStore implements Store, JobQueue {
     }).changes;
     if (changed === 1) this.enqueueWebhookNow(input.id, input.now);
     const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
+    if (changed === 1 && row) this.addUsageNow(row.account_id, row.model, input.now, { succeeded: 1, seconds_delivered: row.duration });
     return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
   }
 
@@ -361,6 +412,7 @@ export class SqliteStore implements Store, JobQueue {
     const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
     if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
     this.refundNow(row, input.code, input.now);
+    this.addUsageNow(row.account_id, row.model, input.now, { credits_refunded: row.credits_charged, failed: 1 });
     this.enqueueWebhookNow(input.id, input.now);
     this.sql.upstreamDueNow.run({ task_id: input.id, now: ms(input.now) });
     return { kind: 'failed', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
@@ -406,6 +458,30 @@ export class SqliteStore implements Store, JobQueue {
 
   listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]> {
     return this.group.read(() => (this.sql.selectDeliveries.all({ account_id: accountId, limit }) as Row[]).map(toDelivery));
+  }
+
+  listDeliveriesPage(query: { accountId: string; limit: number; status?: DeliveryStatus; taskId?: string; after?: { createdAt: Date; id: string } }): Promise<DeliveryRecord[]> {
+    return this.group.read(() =>
+      (
+        this.sql.selectDeliveriesPage.all({
+          account_id: query.accountId,
+          status: query.status ?? null,
+          task_id: query.taskId ?? null,
+          after_created_at: query.after ? ms(query.after.createdAt) : null,
+          after_id: query.after?.id ?? null,
+          limit: query.limit,
+        }) as Row[]
+      ).map(toDelivery),
+    );
+  }
+
+  webhookSecretState(accountId: string, now: Date): Promise<{ secret: string; previousSecretValidUntil: Date | null } | undefined> {
+    return this.group.read(() => {
+      const row = this.sql.selectWebhookSecrets.get(accountId) as Row | undefined;
+      if (!row) return undefined;
+      const until = row.previous_webhook_secret && row.previous_webhook_secret_until > now.getTime() ? new Date(row.previous_webhook_secret_until) : null;
+      return { secret: row.webhook_secret, previousSecretValidUntil: until };
+    });
   }
 
   listDeliveryAttempts(deliveryId: string): Promise<DeliveryAttempt[]> {
@@ -696,8 +772,36 @@ function prepareStatements(db: Database.Database) {
     addToBalance: db.prepare('UPDATE accounts SET balance = balance + @amount WHERE id = @id'),
     // The conditional update is the whole guard against overdrafts under concurrency.
     chargeBalance: db.prepare('UPDATE accounts SET balance = balance - @amount WHERE id = @id AND balance >= @amount'),
+    // Written after the balance moved, in the same transaction: the entry keeps the balance it left.
     insertLedgerEntry: db.prepare(
-      'INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at) VALUES (@account_id, @kind, @amount, @task_id, @note, @created_at)',
+      `INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
+       VALUES (@account_id, @kind, @amount, @task_id, @note, @created_at, (SELECT balance FROM accounts WHERE id = @account_id))`,
+    ),
+    selectLedgerPage: db.prepare(
+      `SELECT * FROM ledger_entries
+       WHERE account_id = @account_id AND (@before_id IS NULL OR id < @before_id)
+         AND (@kind IS NULL OR kind = @kind) AND (@task_id IS NULL OR task_id = @task_id)
+       ORDER BY id DESC LIMIT @limit`,
+    ),
+    selectCreditsHeld: db.prepare(
+      `SELECT coalesce(sum(credits_charged), 0) AS held, count(*) AS active FROM tasks WHERE account_id = ? AND status IN ${inList(ACTIVE_STATES)}`,
+    ),
+    addUsage: db.prepare(
+      `INSERT INTO usage_hourly (account_id, hour_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+       VALUES (@account_id, @hour_start, @model, @credits_charged, @credits_refunded, @succeeded, @failed, @cancelled, @seconds_delivered)
+       ON CONFLICT (account_id, hour_start, model) DO UPDATE SET
+         credits_charged = credits_charged + excluded.credits_charged, credits_refunded = credits_refunded + excluded.credits_refunded,
+         succeeded = succeeded + excluded.succeeded, failed = failed + excluded.failed, cancelled = cancelled + excluded.cancelled,
+         seconds_delivered = seconds_delivered + excluded.seconds_delivered`,
+    ),
+    selectUsageHours: db.prepare(
+      'SELECT * FROM usage_hourly WHERE account_id = @account_id AND hour_start >= @from AND hour_start < @to ORDER BY hour_start, model',
+    ),
+    selectDeliveriesPage: db.prepare(
+      `SELECT * FROM webhook_deliveries
+       WHERE account_id = @account_id AND (@status IS NULL OR status = @status) AND (@task_id IS NULL OR task_id = @task_id)
+         AND (@after_created_at IS NULL OR created_at < @after_created_at OR (created_at = @after_created_at AND id < @after_id))
+       ORDER BY created_at DESC, id DESC LIMIT @limit`,
     ),
     selectLedger: db.prepare('SELECT * FROM ledger_entries WHERE account_id = ? ORDER BY id'),
     auditBalance: db.prepare(
