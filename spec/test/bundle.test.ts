@@ -38,7 +38,31 @@ describe('the bundled document', () => {
       Object.values(item).flatMap((op) => (op && typeof op === 'object' && op.operationId ? [op.operationId] : [])),
     );
     expect(ids.sort()).toEqual(
-      ['cancelGeneration', 'getGeneration', 'getHealth', 'getMetrics', 'getOpenApiDocument', 'getOutputFile', 'getReadiness', 'getReference', 'listGenerations', 'listModels', 'receiveUpstreamCallback', 'submitGeneration'].sort(),
+      [
+        'cancelGeneration',
+        'createApiKey',
+        'getAccount',
+        'getGeneration',
+        'getHealth',
+        'getMetrics',
+        'getOpenApiDocument',
+        'getOutputFile',
+        'getReadiness',
+        'getReference',
+        'getUsage',
+        'getWebhookDelivery',
+        'getWebhookSecret',
+        'listApiKeys',
+        'listGenerations',
+        'listLedgerEntries',
+        'listModels',
+        'listWebhookDeliveries',
+        'receiveUpstreamCallback',
+        'redeliverWebhook',
+        'revokeApiKey',
+        'rotateWebhookSecret',
+        'submitGeneration',
+      ].sort(),
     );
     expect(Object.keys(bundle.webhooks)).toEqual(['videoGenerationCompleted']);
   });

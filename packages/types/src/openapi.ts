@@ -135,6 +135,326 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/open/v1/account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show the account
+         * @description The account the calling key belongs to: its balance, the credits held by its active tasks,
+         *     its limits, and the calling key itself. Only ever the caller's own account.
+         *
+         *     Requires the `tasks:read` scope.
+         */
+        get: operations["getAccount"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/ledger": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List credit ledger entries
+         * @description The account's credit ledger, newest first: every grant, charge and refund, each with the
+         *     balance right after it. The balance is always the sum of the entries. Pages are linked by
+         *     an opaque cursor as for `listGenerations`: pass `nextCursor` as `cursor`; new entries
+         *     appear on the first page, never in the middle of a walk. Filter by `kind`, or by
+         *     `requestId` for one task's charge and refund; keep the same filters while following a
+         *     cursor. Only the caller's own account: a `requestId` of another account's task simply
+         *     matches nothing.
+         *
+         *     Requires the `tasks:read` scope.
+         */
+        get: operations["listLedgerEntries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show usage over time
+         * @description The account's tasks, video seconds and credits over a time range, in buckets of an hour
+         *     or a day (UTC). Every bucket of the range is in the answer, empty ones included, in time
+         *     order; with `groupBy=model`, one entry per bucket per model of the catalog.
+         *
+         *     **What counts where.** A charge counts in the bucket in which it was made (the task's
+         *     acceptance); a task's outcome (`tasks`, `secondsDelivered`) and its refund count in the
+         *     bucket in which the task ended. So a task accepted at 23:59 and ended at 00:01 is charged
+         *     in one day and refunded or delivered in the next, exactly as the ledger has it: over any
+         *     range, `creditsNet` summed equals minus the sum of the ledger's charge and refund
+         *     `amount`s in it (grants are not usage).
+         *
+         *     **The range.** `to` defaults to now and `from` to 30 days before `to`. `from` is rounded
+         *     down and `to` up to the granularity (UTC hours, or UTC days at 00:00Z); the answer's
+         *     `from` and `to` are the range used, and `to` is exclusive. After rounding, `from` must be
+         *     before `to` and the range at most 366 days (`day`) or 31 days (`hour`); otherwise `400`
+         *     naming `from`. Buckets after now are answered with zeros.
+         *
+         *     **How it is kept.** The answer comes from running totals the service keeps per account,
+         *     model and UTC hour, updated in the same transactions as the charges, refunds and task
+         *     endings they count; a `day` bucket is the sum of its 24 hours. Only the caller's own
+         *     account.
+         *
+         *     Requires the `tasks:read` scope.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys
+         * @description Every API key of the caller's account, newest first, revoked and expired ones included
+         *     (with `revokedAt`, `expiresAt`). Never a key itself: the service keeps only its SHA-256;
+         *     `hint` helps recognise it.
+         *
+         *     Requires the `keys:manage` scope.
+         */
+        get: operations["listApiKeys"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description Issues a new key for the caller's account and answers it in full — the only time it is
+         *     shown: the service keeps only its SHA-256. By default the new key has the calling key's
+         *     scopes and mode, no name, and never expires.
+         *
+         *     A key never issues a key that may do more than it may: every requested scope must be one
+         *     the calling key holds (`403 forbidden`, `details` naming each scope it lacks), and a
+         *     `test` key issues only `test` keys (`403`, naming `/mode`).
+         *
+         *     Not idempotent, and no `Idempotency-Key` is taken: a replay could only answer the key
+         *     again by storing it. A retry after a lost answer issues a second key; find the unknown
+         *     one with `listApiKeys` and revoke it.
+         *
+         *     Requires the `keys:manage` scope.
+         */
+        post: operations["createApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/keys/{keyId}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The key's `id` (`key_…`), as listed by `listApiKeys`. An id that is not one of the
+                 *     calling account's keys, whatever its shape, is answered `404`.
+                 * @example key_01JD7A4C6E8G0J2K4M6P8R0T2V
+                 */
+                keyId: components["parameters"]["KeyIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an API key
+         * @description Revokes a key of the caller's account: from now on it is answered `401`, and it never
+         *     works again. Revoking a key that is already revoked answers `200` again with its original
+         *     `revokedAt`; an expired key can be revoked too. A key cannot revoke itself
+         *     (`409 invalid_state`): use another key with `keys:manage`, so that the account is never
+         *     left without a key by mistake. A key of another account is answered `404`, exactly like
+         *     one that does not exist.
+         *
+         *     No request body is needed; one that is sent is ignored.
+         *
+         *     Requires the `keys:manage` scope.
+         */
+        post: operations["revokeApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/webhooks/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook deliveries
+         * @description The caller's account's webhook deliveries — one per task that reached a terminal state
+         *     with a `webhookUrl` — newest first (by `createdAt`, then `id`). Pages are linked by an
+         *     opaque cursor as for `listGenerations`. Filter by `status` (say, `failed` to find what a
+         *     receiver missed) or by `requestId`; keep the same filters while following a cursor. A
+         *     `requestId` of another account's task simply matches nothing.
+         *
+         *     Requires the `webhooks:manage` scope.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/webhooks/deliveries/{deliveryId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The delivery's `id` (`msg_…`, the `webhook-id` header it is sent with). An id that is
+                 *     not one of the calling account's deliveries, whatever its shape, is answered `404`.
+                 * @example msg_01JD6ZG7K9M1N3P5Q7R9S1T3V5
+                 */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Show a webhook delivery and its attempts
+         * @description One delivery of the caller's account, with every attempt made so far (oldest first): when,
+         *     the receiver's status code or why no answer came, and how long it took. The receiver's
+         *     response body is never kept. A delivery of another account is answered `404`, exactly
+         *     like one that does not exist.
+         *
+         *     Requires the `webhooks:manage` scope.
+         */
+        get: operations["getWebhookDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/webhooks/deliveries/{deliveryId}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The delivery's `id` (`msg_…`, the `webhook-id` header it is sent with). An id that is
+                 *     not one of the calling account's deliveries, whatever its shape, is answered `404`.
+                 * @example msg_01JD6ZG7K9M1N3P5Q7R9S1T3V5
+                 */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a webhook delivery again
+         * @description Sends a delivery of the caller's account again, from now, whatever its status: it becomes
+         *     `pending` with its next attempt due at once, and the retry schedule starts over from that
+         *     attempt. Attempts already made stay in its history and in `attempts`. The body is the
+         *     same event as before (the task as it was when it ended) and `webhook-id` is the same, so
+         *     a receiver that drops duplicates by `webhook-id` drops it too; it is signed afresh, with
+         *     a new `webhook-timestamp` and the account's current secrets, to the same `url`.
+         *
+         *     Answers `202`: the attempt happens after the answer; follow it with
+         *     `getWebhookDelivery`. No request body is needed; one that is sent is ignored. A delivery
+         *     of another account is answered `404`, exactly like one that does not exist.
+         *
+         *     Requires the `webhooks:manage` scope.
+         */
+        post: operations["redeliverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/webhooks/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show the webhook signing secret
+         * @description The caller's account's webhook signing secret (`whsec_…`), to verify deliveries with (see
+         *     the `videoGenerationCompleted` webhook), and, during a rotation, until when the previous
+         *     secret also signs. Answered with `Cache-Control: no-store`.
+         *
+         *     Requires the `webhooks:manage` scope.
+         */
+        get: operations["getWebhookSecret"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/open/v1/account/webhooks/secret/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the webhook signing secret
+         * @description Makes a new signing secret for the caller's account and answers it. Deliveries are signed
+         *     with the new secret from now on, and also with the one it replaces until
+         *     `previousSecretValidUntil` (`overlapHours` from now, 24 by default; `0` retires it at
+         *     once, and `previousSecretValidUntil` is then `null`): each delivery carries one `v1,`
+         *     signature per secret, so receivers can switch to the new secret at their own pace. At
+         *     most two secrets sign at once: rotating again during an overlap retires the older one at
+         *     once. Not idempotent: every call makes a new secret. Answered with
+         *     `Cache-Control: no-store`.
+         *
+         *     The body is optional; none (or `{}`) means a 24-hour overlap.
+         *
+         *     Requires the `webhooks:manage` scope.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/files/{fileName}": {
         parameters: {
             query?: never;
@@ -600,11 +920,7 @@ export interface components {
          *     }
          */
         WebhookSummary: {
-            /**
-             * @description `pending` (not yet delivered; retries are scheduled), `delivered` (a 2xx answer), `failed` (a `410`, or every retry used up).
-             * @enum {string}
-             */
-            status: "pending" | "delivered" | "failed";
+            status: components["schemas"]["WebhookDeliveryStatus"];
             /** @description Attempts made so far. */
             attempts: number;
             /**
@@ -791,6 +1107,386 @@ export interface components {
         /** @description The final result of a task, sent to its `webhookUrl`. `type` tells the terminal state; `data` is the task. */
         VideoGenerationEvent: components["schemas"]["VideoGenerationSucceededEvent"] | components["schemas"]["VideoGenerationFailedEvent"] | components["schemas"]["VideoGenerationCancelledEvent"];
         /**
+         * @description What a key may do:
+         *     - `tasks:read`: query and list tasks, list models; read the account's summary, ledger and usage.
+         *     - `tasks:write`: submit and cancel tasks.
+         *     - `keys:manage`: list, create and revoke the account's API keys. A key with it can issue
+         *       keys (never with scopes it lacks itself) and revoke the account's other keys: give it
+         *       only to keys trusted as much as the account.
+         *     - `webhooks:manage`: list webhook deliveries and their attempts, send one again, show and
+         *       rotate the webhook signing secret.
+         *
+         *     New scopes may be added within v1; ignore a scope you do not know.
+         * @example tasks:read
+         * @enum {string}
+         */
+        Scope: "tasks:read" | "tasks:write" | "keys:manage" | "webhooks:manage";
+        /**
+         * @description `live` keys start `vg_live_`, `test` keys `vg_test_`.
+         * @example live
+         * @enum {string}
+         */
+        ApiKeyMode: "live" | "test";
+        /**
+         * @description An API key as the service shows it: never the key itself (only its SHA-256 is stored),
+         *     but a `hint` to recognise it by.
+         */
+        ApiKey: {
+            /**
+             * @description The key's id, for `revokeApiKey`. Not secret; opaque, compare it as a whole string.
+             * @example key_01JD6Y2M8Q4R6T8V0X2Z4B6D8F
+             */
+            id: string;
+            /**
+             * @description The key's first 8 characters (`vg_live_` or `vg_test_`), `…`, and its last 4. Not secret.
+             * @example vg_live_…Xy9z
+             */
+            hint: string;
+            mode: components["schemas"]["ApiKeyMode"];
+            /** @description What the key may do. */
+            scopes: components["schemas"]["Scope"][];
+            /**
+             * @description A label given when the key was made; `null` when none was.
+             * @example Backend (production)
+             */
+            name: string | null;
+            /**
+             * Format: date-time
+             * @description When the key was issued (UTC).
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the key stops working (UTC); `null` when it never expires.
+             */
+            expiresAt: string | null;
+            /**
+             * Format: date-time
+             * @description When the key was revoked (UTC); `null` while it is not. A revoked key never works again.
+             */
+            revokedAt: string | null;
+        };
+        /** @description A key just issued, with the key itself — shown this once, never again. */
+        CreatedApiKey: components["schemas"]["ApiKey"] & {
+            /** @constant */
+            success: true;
+            /**
+             * @description The full API key, for `Authorization: Bearer <key>`. Store it now: the service
+             *     keeps only its SHA-256 and cannot show it again.
+             * @example vg_live_8mXkP2rT5vW9yB3dF6hJ1nQ4sZ7cG0aLe2Q7wK
+             */
+            key: string;
+        };
+        /**
+         * @description Every field is optional: an empty object (or no body) issues a key with the calling key's
+         *     scopes and mode, no name, that never expires.
+         */
+        CreateApiKeyRequest: {
+            /**
+             * @description A label to recognise the key by, 1–100 characters.
+             * @example Dashboard (read-only)
+             */
+            name?: string;
+            /**
+             * @description 1–4 distinct scopes, each one the calling key holds itself (a key never issues a key
+             *     that may do more than it may). Default: the calling key's scopes.
+             */
+            scopes?: components["schemas"]["Scope"][];
+            /** @description `live` or `test`. Default: the calling key's mode. A `test` key may issue only `test` keys. */
+            mode?: components["schemas"]["ApiKeyMode"];
+            /**
+             * @description Days until the key stops working, 1–3650. Omit for a key that never expires.
+             * @example 90
+             */
+            expiresInDays?: number;
+        };
+        ApiKeyList: {
+            /** @constant */
+            success: true;
+            /** @description Every key of the account, newest first, revoked and expired ones included. */
+            data: components["schemas"]["ApiKey"][];
+        };
+        RevokeApiKeyResponse: {
+            /** @constant */
+            success: true;
+            key: components["schemas"]["ApiKey"];
+        };
+        /** @description The limits that apply to the account and to the calling key (D10). */
+        AccountLimits: {
+            /**
+             * @description Tasks the account may have `queued` or `processing` at once; `null` when there is no cap.
+             * @example 20
+             */
+            maxActiveTasks: number | null;
+            /** @description The calling key's request budgets (each key has its own). */
+            rateLimits: {
+                /**
+                 * @description Submissions a minute; `null` when there is no limit.
+                 * @example 60
+                 */
+                submitsPerMinute: number | null;
+                /**
+                 * @description Every other request a minute (queries, lists, cancels, models, the account operations); `null` when there is no limit.
+                 * @example 600
+                 */
+                readsPerMinute: number | null;
+            };
+        };
+        AccountSummary: {
+            /** @constant */
+            success: true;
+            /**
+             * @description The account's id. Opaque; compare it as a whole string.
+             * @example acc_01JD6XQ3N5P7R9T1V3X5Z7B9C1
+             */
+            id: string;
+            /** @example Paper Boat Studio */
+            name: string;
+            /**
+             * @description Credits available now for new tasks. Always the sum of the ledger's entries.
+             * @example 1460
+             */
+            balance: number;
+            /**
+             * @description Credits charged for the account's `queued` and `processing` tasks: already out of
+             *     `balance`, and given back if those tasks fail or are cancelled.
+             * @example 80
+             */
+            creditsHeld: number;
+            /**
+             * @description Tasks `queued` or `processing` now.
+             * @example 1
+             */
+            activeTasks: number;
+            limits: components["schemas"]["AccountLimits"];
+            /** @description The key making this request. */
+            key: components["schemas"]["ApiKey"];
+        };
+        /**
+         * @description `grant`: credits added by an operator; `charge`: a task accepted; `refund`: a task that failed or was cancelled, given back in full.
+         * @example charge
+         * @enum {string}
+         */
+        LedgerEntryKind: "grant" | "charge" | "refund";
+        /** @description One change of the balance. The balance is always the sum of the account's entries. */
+        LedgerEntry: {
+            /**
+             * @description The entry's id. Opaque; compare it as a whole string.
+             * @example led_42
+             */
+            id: string;
+            kind: components["schemas"]["LedgerEntryKind"];
+            /**
+             * @description Credits, signed — a `charge` is negative, a `grant` or a `refund` positive.
+             * @example -40
+             */
+            amount: number;
+            /**
+             * @description The balance right after this entry.
+             * @example 1540
+             */
+            balanceAfter: number;
+            /**
+             * @description The task charged or refunded; `null` for a grant.
+             * @example gen_01JD6Z8K4T9QW3M5R7X2B6C8N0
+             */
+            requestId: string | null;
+            /**
+             * @description The operator's note on a grant; `null` when there is none.
+             * @example November top-up
+             */
+            note: string | null;
+            /**
+             * Format: date-time
+             * @description When the entry was made (UTC).
+             */
+            createdAt: string;
+        };
+        LedgerEntryList: {
+            /** @constant */
+            success: true;
+            /** @description Newest first. */
+            data: components["schemas"]["LedgerEntry"][];
+            /** @description Pass as `cursor` for the next page; `null` on the last page. */
+            nextCursor: string | null;
+        };
+        /**
+         * @description The length of a usage bucket, aligned to UTC (`day` buckets start at 00:00Z).
+         * @example day
+         * @enum {string}
+         */
+        UsageGranularity: "hour" | "day";
+        /** @description Tasks that ended in the bucket, by their final status. */
+        UsageTaskCounts: {
+            succeeded: number;
+            failed: number;
+            cancelled: number;
+        };
+        /** @description The account's activity in `[start, end)`, and for one model when grouped by model. */
+        UsageBucket: {
+            /**
+             * Format: date-time
+             * @description The bucket's first instant (UTC, inclusive).
+             */
+            start: string;
+            /**
+             * Format: date-time
+             * @description The bucket's end (UTC, exclusive); the next bucket's `start`.
+             */
+            end: string;
+            /** @description Present only with `groupBy=model`. */
+            model?: components["schemas"]["ModelId"];
+            tasks: components["schemas"]["UsageTaskCounts"];
+            /** @description Seconds of video of the tasks that succeeded in the bucket. */
+            secondsDelivered: number;
+            /** @description Credits charged in the bucket (tasks accepted in it). */
+            creditsCharged: number;
+            /** @description Credits refunded in the bucket (tasks that failed or were cancelled in it). */
+            creditsRefunded: number;
+            /** @description `creditsCharged − creditsRefunded`; negative when a bucket refunds more than it charges. */
+            creditsNet: number;
+        };
+        UsageReport: {
+            /** @constant */
+            success: true;
+            /**
+             * Format: date-time
+             * @description The range's start as used (UTC, rounded down to the granularity).
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description The range's end as used (UTC, exclusive, rounded up to the granularity).
+             */
+            to: string;
+            granularity: components["schemas"]["UsageGranularity"];
+            /**
+             * @description `model` when the buckets are split by model; `null` otherwise.
+             * @enum {string|null}
+             */
+            groupBy: "model" | null;
+            /**
+             * @description Every bucket of the range, in time order, those with nothing in them included. With
+             *     `groupBy=model`, one entry per bucket per model of the catalog (in the catalog's order
+             *     within a bucket).
+             */
+            data: components["schemas"]["UsageBucket"][];
+        };
+        /**
+         * @description `pending` (not yet delivered; an attempt is scheduled), `delivered` (a 2xx answer), `failed` (a `410`, or every retry used up).
+         * @example delivered
+         * @enum {string}
+         */
+        WebhookDeliveryStatus: "pending" | "delivered" | "failed";
+        /**
+         * @description The type of a webhook event, as in its body's `type` (see the `videoGenerationCompleted` webhook).
+         * @example video.generation.succeeded
+         * @enum {string}
+         */
+        WebhookEventType: "video.generation.succeeded" | "video.generation.failed" | "video.generation.cancelled";
+        /** @description One webhook event of one task, and how sending it to the task's `webhookUrl` is going. */
+        WebhookDelivery: {
+            /**
+             * @description The delivery's id, sent as the `webhook-id` header on every attempt.
+             * @example msg_01JD6ZF0A2B4C6D8E0F2G4H6J8
+             */
+            id: string;
+            requestId: components["schemas"]["RequestId"];
+            /**
+             * Format: uri
+             * @description Where it is sent (the task's `webhookUrl`).
+             * @example https://hooks.example.com/vidgen
+             */
+            url: string;
+            eventType: components["schemas"]["WebhookEventType"];
+            status: components["schemas"]["WebhookDeliveryStatus"];
+            /** @description Attempts made so far. */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When the last attempt was made (UTC); `null` before the first.
+             */
+            lastAttemptAt: string | null;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due (UTC) while `pending`; `null` otherwise.
+             */
+            nextAttemptAt: string | null;
+            /**
+             * Format: date-time
+             * @description When the event was created — the task's completion (UTC).
+             */
+            createdAt: string;
+        };
+        /** @description One attempt to send a delivery. */
+        WebhookAttempt: {
+            /**
+             * Format: date-time
+             * @description When the attempt started (UTC).
+             */
+            attemptedAt: string;
+            /**
+             * @description The receiver's HTTP status; `null` when no answer came.
+             * @example 503
+             */
+            statusCode: number | null;
+            /**
+             * @description Why no answer came (a timeout, a refused connection, an address that is not public);
+             *     `null` when the receiver answered (`statusCode` says how).
+             * @example timed out after 15000 ms
+             */
+            error: string | null;
+            /**
+             * @description How long the attempt took, in milliseconds.
+             * @example 84
+             */
+            durationMs: number;
+        };
+        /** @description A delivery with every attempt made so far. */
+        WebhookDeliveryDetail: components["schemas"]["WebhookDelivery"] & {
+            /** @constant */
+            success: true;
+            /** @description Every attempt made, oldest first (`attempts` of them). */
+            attemptHistory: components["schemas"]["WebhookAttempt"][];
+        };
+        WebhookDeliveryList: {
+            /** @constant */
+            success: true;
+            /** @description Newest first. */
+            data: components["schemas"]["WebhookDelivery"][];
+            /** @description Pass as `cursor` for the next page; `null` on the last page. */
+            nextCursor: string | null;
+        };
+        RedeliverWebhookResponse: {
+            /** @constant */
+            success: true;
+            delivery: components["schemas"]["WebhookDelivery"];
+        };
+        WebhookSecret: {
+            /** @constant */
+            success: true;
+            /**
+             * @description The account's current signing secret, `whsec_` + base64. Every delivery is signed with it.
+             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+             */
+            secret: string;
+            /**
+             * Format: date-time
+             * @description Until when the secret it replaced also signs deliveries (a second `v1,` signature),
+             *     after a rotation with an overlap; `null` when only `secret` signs.
+             */
+            previousSecretValidUntil: string | null;
+        };
+        RotateWebhookSecretRequest: {
+            /**
+             * @description Hours during which the old secret keeps signing beside the new one, so that receivers
+             *     can switch without rejecting a delivery. `0` retires it at once. Default 24.
+             * @default 24
+             * @example 24
+             */
+            overlapHours: number;
+        };
+        /**
          * @description The machine-readable reason of an error response:
          *
          *     | HTTP | code | when |
@@ -799,9 +1495,9 @@ export interface components {
          *     | 401 | `unauthorized` | missing, malformed, unknown, revoked or expired key |
          *     | 402 | `insufficient_credits` | balance below the price |
          *     | 403 | `forbidden` | the key lacks the scope |
-         *     | 404 | `not_found` | unknown task (or another account's), unknown route |
+         *     | 404 | `not_found` | unknown task, key or webhook delivery (or another account's), unknown route |
          *     | 405 | `method_not_allowed` | known path, unsupported method |
-         *     | 409 | `invalid_state` | cancel of a `succeeded` or `failed` task |
+         *     | 409 | `invalid_state` | cancel of a `succeeded` or `failed` task; a key revoking itself |
          *     | 409 | `idempotency_in_progress` | the same `Idempotency-Key` is still being processed |
          *     | 408 | `invalid_request` | the request's headers or the whole request did not arrive in time (the connection is closed) |
          *     | 413 | `payload_too_large` | body over 64 KiB; chunk extensions over the HTTP server's limit |
@@ -1010,6 +1706,26 @@ export interface components {
                 "application/json": components["schemas"]["NotFoundError"];
             };
         };
+        /** @description `not_found`: no key with this id belongs to the account (another account's key is not revealed). */
+        KeyNotFound: {
+            headers: {
+                "X-Correlation-Id": components["headers"]["CorrelationId"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["NotFoundError"];
+            };
+        };
+        /** @description `not_found`: no webhook delivery with this id belongs to the account (another account's delivery is not revealed). */
+        DeliveryNotFound: {
+            headers: {
+                "X-Correlation-Id": components["headers"]["CorrelationId"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["NotFoundError"];
+            };
+        };
         /** @description `invalid_state`: the task is `succeeded` or `failed` and cannot be cancelled; `details` give its status. */
         InvalidState: {
             headers: {
@@ -1078,7 +1794,7 @@ export interface components {
                 "application/json": components["schemas"]["TooManyRequestsError"];
             };
         };
-        /** @description `rate_limited`: this key's request rate is over its limit (reads and cancels share the read budget). `Retry-After` says when to try again. */
+        /** @description `rate_limited`: this key's request rate is over its limit (every operation but a submission — reads, cancels and the account operations — shares the read budget). `Retry-After` says when to try again. */
         RateLimited: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -1119,6 +1835,30 @@ export interface components {
          * @example gen_01JD6Z8K4T9QW3M5R7X2B6C8N0
          */
         RequestIdPath: string;
+        /**
+         * @description The key's `id` (`key_…`), as listed by `listApiKeys`. An id that is not one of the
+         *     calling account's keys, whatever its shape, is answered `404`.
+         * @example key_01JD7A4C6E8G0J2K4M6P8R0T2V
+         */
+        KeyIdPath: string;
+        /**
+         * @description The delivery's `id` (`msg_…`, the `webhook-id` header it is sent with). An id that is
+         *     not one of the calling account's deliveries, whatever its shape, is answered `404`.
+         * @example msg_01JD6ZG7K9M1N3P5Q7R9S1T3V5
+         */
+        DeliveryIdPath: string;
+        /**
+         * @description Page size.
+         * @example 20
+         */
+        PageLimit: number;
+        /**
+         * @description `nextCursor` of the previous page. Omit for the first page. Keep the same filters while
+         *     following a cursor; a cursor this service did not issue, or issued for other filters, is
+         *     answered `400`.
+         * @example eyJpIjo1NH0
+         */
+        PageCursor: string;
         /**
          * @description Makes the submission safe to retry. A replay with the same key and body within 24 hours
          *     returns the first answer and charges nothing. Use a fresh random value (a UUID) per
@@ -1174,6 +1914,11 @@ export interface components {
          * @example "submit";r=59;t=60
          */
         RateLimit: string;
+        /**
+         * @description `no-store`: the answer holds a secret; no cache, shared or private, may keep it.
+         * @example no-store
+         */
+        NoStore: "no-store";
         /**
          * @description `bytes`: the file can be fetched in ranges.
          * @example bytes
@@ -1431,6 +2176,567 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getAccount: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account. */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountSummary"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listLedgerEntries: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["PageLimit"];
+                /**
+                 * @description `nextCursor` of the previous page. Omit for the first page. Keep the same filters while
+                 *     following a cursor; a cursor this service did not issue, or issued for other filters, is
+                 *     answered `400`.
+                 * @example eyJpIjo1NH0
+                 */
+                cursor?: components["parameters"]["PageCursor"];
+                /**
+                 * @description Only entries of this kind.
+                 * @example refund
+                 */
+                kind?: components["schemas"]["LedgerEntryKind"];
+                /**
+                 * @description Only the entries of this task (its charge, and its refund if it had one).
+                 * @example gen_01JD6ZC3V2E8H5K9P1S4W7Y0A3
+                 */
+                requestId?: string;
+            };
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of ledger entries. */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LedgerEntryList"];
+                };
+            };
+            400: components["responses"]["InvalidQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The range's start (RFC 3339 with an offset; rounded down to the granularity in UTC). Default `to` − 30 days.
+                 * @example 2026-11-20T00:00:00Z
+                 */
+                from?: string;
+                /**
+                 * @description The range's end, exclusive (RFC 3339 with an offset; rounded up to the granularity in UTC). Default now.
+                 * @example 2026-11-23T00:00:00Z
+                 */
+                to?: string;
+                /**
+                 * @description The bucket length.
+                 * @example day
+                 */
+                granularity?: components["schemas"]["UsageGranularity"];
+                /**
+                 * @description `model` to split each bucket by model. Omit for one entry per bucket.
+                 * @example model
+                 */
+                groupBy?: "model";
+            };
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The usage, bucket by bucket. */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReport"];
+                };
+            };
+            /**
+             * @description `invalid_request`: a parameter is malformed (a `from` or `to` that is not an RFC 3339
+             *     date-time with an offset, an unknown `granularity` or `groupBy`), or the range is
+             *     empty or too long; `details` name the parameter.
+             */
+            400: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidRequestError"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listApiKeys: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account's keys. */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createApiKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateApiKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The key is issued. Store `key` now; it is never shown again. */
+            201: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedApiKey"];
+                };
+            };
+            /** @description `invalid_request`: malformed JSON or a schema violation (an unknown field, a duplicate scope, `expiresInDays` out of range…); `details` name every offending field as a JSON Pointer into the body. */
+            400: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidRequestError"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /**
+             * @description `forbidden`: the calling key lacks `keys:manage`; or it asked for more than it may do
+             *     itself — scopes it does not hold, or a `live` key from a `test` key. `details` name
+             *     each such scope (as `/scopes/<index>`) or `/mode`.
+             */
+            403: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeApiKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path: {
+                /**
+                 * @description The key's `id` (`key_…`), as listed by `listApiKeys`. An id that is not one of the
+                 *     calling account's keys, whatever its shape, is answered `404`.
+                 * @example key_01JD7A4C6E8G0J2K4M6P8R0T2V
+                 */
+                keyId: components["parameters"]["KeyIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key is revoked (now, or it already was). */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevokeApiKeyResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            /** @description `invalid_state`: this is the key making the request, and a key cannot revoke itself; `details` name it. */
+            409: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidStateError"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["PageLimit"];
+                /**
+                 * @description `nextCursor` of the previous page. Omit for the first page. Keep the same filters while
+                 *     following a cursor; a cursor this service did not issue, or issued for other filters, is
+                 *     answered `400`.
+                 * @example eyJpIjo1NH0
+                 */
+                cursor?: components["parameters"]["PageCursor"];
+                /**
+                 * @description Only deliveries in this state.
+                 * @example failed
+                 */
+                status?: components["schemas"]["WebhookDeliveryStatus"];
+                /**
+                 * @description Only the delivery of this task.
+                 * @example gen_01JD6ZB7C9D1E3F5G7H9J1K3M5
+                 */
+                requestId?: string;
+            };
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["InvalidQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path: {
+                /**
+                 * @description The delivery's `id` (`msg_…`, the `webhook-id` header it is sent with). An id that is
+                 *     not one of the calling account's deliveries, whatever its shape, is answered `404`.
+                 * @example msg_01JD6ZG7K9M1N3P5Q7R9S1T3V5
+                 */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery and its attempts. */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryDetail"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["DeliveryNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    redeliverWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path: {
+                /**
+                 * @description The delivery's `id` (`msg_…`, the `webhook-id` header it is sent with). An id that is
+                 *     not one of the calling account's deliveries, whatever its shape, is answered `404`.
+                 * @example msg_01JD6ZG7K9M1N3P5Q7R9S1T3V5
+                 */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Scheduled to be sent again now. */
+            202: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedeliverWebhookResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["DeliveryNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The signing secret. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecret"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your id for this request, echoed in the response and written to the service's log line.
+                 *     Up to 128 characters of `A–Z a–z 0–9 . _ : -`; anything else is replaced by a generated
+                 *     id rather than refused.
+                 * @example checkout-7f0c2a51
+                 */
+                "X-Correlation-Id"?: components["parameters"]["CorrelationId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateWebhookSecretRequest"];
+            };
+        };
+        responses: {
+            /** @description The new secret. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecret"];
+                };
+            };
+            /** @description `invalid_request`: malformed JSON or a schema violation (an unknown field, `overlapHours` out of range); `details` name every offending field as a JSON Pointer into the body. */
+            400: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidRequestError"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
