@@ -1,6 +1,6 @@
 /** Account and key operations shared by the operator CLI and the development bootstrap. */
 import { newAccountId, newKeyId } from './domain/ids.js';
-import { apiKeyHint, generateApiKey, hashApiKey, type KeyMode, type Scope } from './domain/keys.js';
+import { apiKeyHint, generateApiKey, hashApiKey, SCOPES, type KeyMode, type Scope } from './domain/keys.js';
 import type { ApiKeyRecord, Store } from './store/store.js';
 import { newWebhookSecret } from './webhooks/signing.js';
 
@@ -35,6 +35,7 @@ export async function issueApiKey(
 export async function bootstrapDevelopmentAccount(store: Store, credits: number, now: Date): Promise<{ accountId: string; key: string } | undefined> {
   if ((await store.countAccounts()) > 0) return undefined;
   const account = await createAccount(store, { name: 'development', credits, now });
-  const { key } = await issueApiKey(store, { accountId: account.id, mode: 'test', scopes: ['tasks:read', 'tasks:write'], name: 'development', expiresAt: null, now });
+  // Every scope: the development key can try every operation.
+  const { key } = await issueApiKey(store, { accountId: account.id, mode: 'test', scopes: [...SCOPES], name: 'development', expiresAt: null, now });
   return { accountId: account.id, key };
 }

@@ -104,7 +104,7 @@ async function run(store: Store, config: Config, positionals: string[], values: 
     }
     case 'keys create': {
       const accountId = required(values, 'account');
-      const scopes = (values.scopes ?? SCOPES.join(',')).split(',').map((s) => s.trim());
+      const scopes = (values.scopes ?? 'tasks:read,tasks:write').split(',').map((s) => s.trim());
       const unknown = scopes.filter((s) => !isScope(s));
       if (unknown.length || scopes.length === 0) throw new UsageError(`--scopes must be among ${SCOPES.join(', ')}`);
       const mode = (values.mode ?? 'live') as KeyMode;

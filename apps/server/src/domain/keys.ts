@@ -6,15 +6,20 @@
  */
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
+import type { components } from '@vidgen/types';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const RANDOM_LENGTH = 32;
 const CHECKSUM_LENGTH = 6;
 const KEY_PATTERN = /^vg_(live|test)_([0-9A-Za-z]{38})$/;
 
-export type KeyMode = 'live' | 'test';
-export const SCOPES = ['tasks:read', 'tasks:write'] as const;
-export type Scope = (typeof SCOPES)[number];
+export type KeyMode = components['schemas']['ApiKeyMode'];
+export type Scope = components['schemas']['Scope'];
+/** Every scope the spec defines (`Scope`), in its order: a scope added there fails the typecheck here until listed. */
+export const SCOPES = ['tasks:read', 'tasks:write', 'keys:manage', 'webhooks:manage'] as const satisfies readonly Scope[];
+type Unlisted = Exclude<Scope, (typeof SCOPES)[number]>;
+const everyScopeListed: Unlisted extends never ? true : false = true;
+void everyScopeListed;
 
 function toBase62(value: number, width: number): string {
   let out = '';
