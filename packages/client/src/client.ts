@@ -1,11 +1,20 @@
 import createFetchClient, { type Client as FetchClient } from 'openapi-fetch';
 import { VidgenError, VidgenTaskError, VidgenTimeoutError, parseRetryAfter } from './errors.js';
 import type { operations, paths } from './openapi.js';
-import { retryPolicy, sleep, withRetries, type RetryOptions, type RetryPolicy } from './retry.js';
+import { retryPolicy, sleep, withRetries, type Retryable, type RetryOptions, type RetryPolicy } from './retry.js';
 import { setLongTimeout } from './timers.js';
 import type {
+  AccountSummary,
+  ApiKeyList,
   CancelGenerationResponse,
+  CreateApiKeyRequest,
+  CreatedApiKey,
+  LedgerEntry,
+  LedgerEntryList,
   ModelList,
+  RedeliverWebhookResponse,
+  RevokeApiKeyResponse,
+  RotateWebhookSecretRequest,
   SubmitGenerationRequest,
   SubmitGenerationResponse,
   Task,
@@ -13,6 +22,11 @@ import type {
   TaskStatus,
   TaskSucceeded,
   TaskWithStatus,
+  UsageReport,
+  WebhookDelivery,
+  WebhookDeliveryDetail,
+  WebhookDeliveryList,
+  WebhookSecret,
 } from './types.js';
 
 export interface ClientOptions {
@@ -71,6 +85,69 @@ export interface WaitOptions extends RequestOptions {
 
 export type SubmitAndWaitOptions = SubmitOptions & WaitOptions;
 
+/** The query parameters of an operation, exactly as the spec defines them. */
+type QueryOf<O extends keyof operations> = NonNullable<operations[O]['parameters']['query']>;
+
+/** `ledger`: `kind`, `requestId`, `limit` (1..100, default 20) and `cursor` (`nextCursor` of the previous page). */
+export type LedgerOptions = QueryOf<'listLedgerEntries'> & RequestOptions;
+/** `ledgerAll`: the filters of `ledger`, and `limit` as the page size. */
+export type LedgerAllOptions = Omit<LedgerOptions, 'cursor'>;
+
+/**
+ * `usage`: `from` (default `to` − 30 days) and `to` (exclusive, default now), as RFC 3339
+ * strings with an offset or as `Date`s; `granularity` (`day` by default, or `hour`) and
+ * `groupBy: 'model'`.
+ */
+export type UsageOptions = Omit<QueryOf<'getUsage'>, 'from' | 'to'> &
+  RequestOptions & {
+    from?: string | Date;
+    to?: string | Date;
+  };
+
+/** `webhooks.deliveries`: `status`, `requestId`, `limit` (1..100, default 20) and `cursor`. */
+export type DeliveriesOptions = QueryOf<'listWebhookDeliveries'> & RequestOptions;
+/** `webhooks.deliveriesAll`: the filters of `deliveries`, and `limit` as the page size. */
+export type DeliveriesAllOptions = Omit<DeliveriesOptions, 'cursor'>;
+
+/** The account's API keys (`client.keys`); each needs a key with the `keys:manage` scope. */
+export interface VidgenKeys {
+  /** Every key of the account, newest first, revoked and expired ones included. Never a key itself. */
+  list(options?: RequestOptions): Promise<ApiKeyList>;
+  /**
+   * Issues a key and answers it in full (`key`): the only time it is shown, so store it now.
+   * Not retried after a network error or a `5xx` (only after a `429`): a repeat would issue a
+   * second key. After such a failure, look for an unknown key with `list` and revoke it.
+   */
+  create(body?: CreateApiKeyRequest, options?: RequestOptions): Promise<CreatedApiKey>;
+  /** Revokes a key of the account (not the calling key itself). Revoking a revoked key is fine. */
+  revoke(keyId: string, options?: RequestOptions): Promise<RevokeApiKeyResponse>;
+}
+
+/** The account's webhook deliveries and signing secret (`client.webhooks`); each needs `webhooks:manage`. */
+export interface VidgenWebhooks {
+  /** One page of the account's deliveries, newest first. */
+  deliveries(options?: DeliveriesOptions): Promise<WebhookDeliveryList>;
+  /** Every delivery (of the filters), newest first, following `nextCursor` page by page. */
+  deliveriesAll(options?: DeliveriesAllOptions): AsyncGenerator<WebhookDelivery, void, undefined>;
+  /** One delivery with every attempt made so far (`attemptHistory`, oldest first). */
+  delivery(deliveryId: string, options?: RequestOptions): Promise<WebhookDeliveryDetail>;
+  /**
+   * Sends a delivery again, from now (`202`: the attempt happens after the answer; follow it with
+   * `delivery`). Retried like a read: a repeat only schedules the same delivery again, with the
+   * same `webhook-id`, which receivers drop as a duplicate.
+   */
+  redeliver(deliveryId: string, options?: RequestOptions): Promise<RedeliverWebhookResponse>;
+  /** The current signing secret (`whsec_…`) and, during a rotation, until when the previous one also signs. */
+  secret(options?: RequestOptions): Promise<WebhookSecret>;
+  /**
+   * Makes a new signing secret; the one it replaces keeps signing for `overlapHours` (default 24,
+   * `0` retires it at once). Not retried after a network error or a `5xx` (only after a `429`):
+   * a second rotation would retire the secret your receivers still use at once. After such a
+   * failure, `secret()` shows whether the rotation happened.
+   */
+  rotateSecret(body?: RotateWebhookSecretRequest, options?: RequestOptions): Promise<WebhookSecret>;
+}
+
 /** The longest long poll the service allows (`wait`, D11). */
 const MAX_WAIT_SECONDS = 30;
 const DEFAULT_TIMEOUT_MS = 30 * 60_000;
@@ -81,8 +158,19 @@ const GENERATIONS = '/api/open/v1/video/generations';
 const GENERATION = '/api/open/v1/video/generations/{requestId}';
 const CANCEL = '/api/open/v1/video/generations/{requestId}/cancel';
 const MODELS = '/api/open/v1/models';
+const ACCOUNT = '/api/open/v1/account';
+const LEDGER = '/api/open/v1/account/ledger';
+const USAGE = '/api/open/v1/account/usage';
+const KEYS = '/api/open/v1/account/keys';
+const REVOKE_KEY = '/api/open/v1/account/keys/{keyId}/revoke';
+const DELIVERIES = '/api/open/v1/account/webhooks/deliveries';
+const DELIVERY = '/api/open/v1/account/webhooks/deliveries/{deliveryId}';
+const REDELIVER = '/api/open/v1/account/webhooks/deliveries/{deliveryId}/redeliver';
+const WEBHOOK_SECRET = '/api/open/v1/account/webhooks/secret';
+const ROTATE_SECRET = '/api/open/v1/account/webhooks/secret/rotate';
 
 type SubmitBody = operations['submitGeneration']['requestBody']['content']['application/json'];
+type RotateBody = NonNullable<operations['rotateWebhookSecret']['requestBody']>['content']['application/json'];
 
 interface Answer<T> {
   data: T;
@@ -93,6 +181,10 @@ interface Answer<T> {
 export class VidgenClient {
   /** The underlying openapi-fetch client, typed by the spec's `paths`, with the key already set. */
   readonly raw: FetchClient<paths>;
+  /** The account's API keys: `list`, `create`, `revoke` (scope `keys:manage`). */
+  readonly keys: VidgenKeys;
+  /** The account's webhook deliveries and signing secret (scope `webhooks:manage`). */
+  readonly webhooks: VidgenWebhooks;
   readonly #retry: RetryPolicy;
 
   constructor(options: ClientOptions) {
@@ -104,6 +196,45 @@ export class VidgenClient {
       ...(options.fetch ? { fetch: options.fetch } : {}),
     });
     this.#retry = retryPolicy(options.retry);
+    this.keys = {
+      list: async (options = {}) => (await this.#call<ApiKeyList>(() => this.raw.GET(KEYS, { signal: options.signal }), { retryable: 'any', signal: options.signal })).data,
+      // No Idempotency-Key exists for it: a repeat after a lost answer would issue a second key.
+      create: async (body = {}, options = {}) =>
+        (await this.#call<CreatedApiKey>(() => this.raw.POST(KEYS, { body, signal: options.signal }), { retryable: 'refused', signal: options.signal })).data,
+      // Idempotent: revoking a revoked key answers 200 again with its original revokedAt.
+      revoke: async (keyId, options = {}) =>
+        (await this.#call<RevokeApiKeyResponse>(() => this.raw.POST(REVOKE_KEY, { params: { path: { keyId } }, signal: options.signal }), { retryable: 'any', signal: options.signal }))
+          .data,
+    };
+    this.webhooks = {
+      deliveries: async (options = {}) => {
+        const { signal, ...query } = options;
+        return (await this.#call<WebhookDeliveryList>(() => this.raw.GET(DELIVERIES, { params: { query: defined(query) }, signal }), { retryable: 'any', signal })).data;
+      },
+      deliveriesAll: (options = {}) => paginate((cursor) => this.webhooks.deliveries({ ...options, ...(cursor ? { cursor } : {}) })),
+      delivery: async (deliveryId, options = {}) =>
+        (await this.#call<WebhookDeliveryDetail>(() => this.raw.GET(DELIVERY, { params: { path: { deliveryId } }, signal: options.signal }), { retryable: 'any', signal: options.signal }))
+          .data,
+      // A repeat schedules the same delivery (same webhook-id) again: receivers drop duplicates by it.
+      redeliver: async (deliveryId, options = {}) =>
+        (
+          await this.#call<RedeliverWebhookResponse>(() => this.raw.POST(REDELIVER, { params: { path: { deliveryId } }, signal: options.signal }), {
+            retryable: 'any',
+            signal: options.signal,
+          })
+        ).data,
+      secret: async (options = {}) =>
+        (await this.#call<WebhookSecret>(() => this.raw.GET(WEBHOOK_SECRET, { signal: options.signal }), { retryable: 'any', signal: options.signal })).data,
+      // Not idempotent: a second rotation during the overlap retires, at once, the secret receivers still use.
+      rotateSecret: async (body = {}, options = {}) =>
+        (
+          await this.#call<WebhookSecret>(
+            // The generated request type marks the defaulted `overlapHours` as present; the service fills it in.
+            () => this.raw.POST(ROTATE_SECRET, { body: body as RotateBody, signal: options.signal }),
+            { retryable: 'refused', signal: options.signal },
+          )
+        ).data,
+    };
   }
 
   /**
@@ -120,7 +251,7 @@ export class VidgenClient {
           params: { header: { 'Idempotency-Key': idempotencyKey } },
           signal: options.signal,
         }),
-      { retryable: true, signal: options.signal },
+      { retryable: 'any', signal: options.signal },
     );
     return data;
   }
@@ -134,7 +265,7 @@ export class VidgenClient {
   async cancel(requestId: string, options: RequestOptions = {}): Promise<CancelGenerationResponse> {
     const { data } = await this.#call<CancelGenerationResponse>(() => this.raw.POST(CANCEL, { params: { path: { requestId } }, signal: options.signal }), {
       // The service makes cancel idempotent, so a repeat after a lost answer is harmless.
-      retryable: true,
+      retryable: 'any',
       signal: options.signal,
     });
     return data;
@@ -151,7 +282,7 @@ export class VidgenClient {
     if (limit !== undefined) query.limit = limit;
     if (cursor !== undefined) query.cursor = cursor;
     // The service answers a `status` filter with tasks in that state only (the spec's "Only tasks in this state").
-    const { data } = await this.#call<TaskListWithStatus<S>>(() => this.raw.GET(GENERATIONS, { params: { query }, signal }), { retryable: true, signal });
+    const { data } = await this.#call<TaskListWithStatus<S>>(() => this.raw.GET(GENERATIONS, { params: { query }, signal }), { retryable: 'any', signal });
     return data;
   }
 
@@ -171,7 +302,39 @@ export class VidgenClient {
 
   /** The models, their durations, aspect ratios, resolutions, media and prices. */
   async models(options: RequestOptions = {}): Promise<ModelList> {
-    const { data } = await this.#call<ModelList>(() => this.raw.GET(MODELS, { signal: options.signal }), { retryable: true, signal: options.signal });
+    const { data } = await this.#call<ModelList>(() => this.raw.GET(MODELS, { signal: options.signal }), { retryable: 'any', signal: options.signal });
+    return data;
+  }
+
+  /** The account of the calling key: balance, credits held by active tasks, limits, and the key itself. */
+  async account(options: RequestOptions = {}): Promise<AccountSummary> {
+    const { data } = await this.#call<AccountSummary>(() => this.raw.GET(ACCOUNT, { signal: options.signal }), { retryable: 'any', signal: options.signal });
+    return data;
+  }
+
+  /**
+   * One page of the account's credit ledger, newest first: every grant, charge and refund, each
+   * with the balance right after it. Filter by `kind`, or by `requestId` for one task's entries.
+   */
+  async ledger(options: LedgerOptions = {}): Promise<LedgerEntryList> {
+    const { signal, ...query } = options;
+    const { data } = await this.#call<LedgerEntryList>(() => this.raw.GET(LEDGER, { params: { query: defined(query) }, signal }), { retryable: 'any', signal });
+    return data;
+  }
+
+  /** Every ledger entry (of the filters), newest first, following `nextCursor` page by page. */
+  ledgerAll(options: LedgerAllOptions = {}): AsyncGenerator<LedgerEntry, void, undefined> {
+    return paginate((cursor) => this.ledger({ ...options, ...(cursor ? { cursor } : {}) }));
+  }
+
+  /**
+   * Tasks, video seconds and credits over a range, in UTC buckets of a `day` (default) or an
+   * `hour`, empty buckets included; with `groupBy: 'model'`, one entry per bucket per model.
+   */
+  async usage(options: UsageOptions = {}): Promise<UsageReport> {
+    const { signal, from, to, ...rest } = options;
+    const query: QueryOf<'getUsage'> = defined({ ...rest, from: timestamp(from), to: timestamp(to) });
+    const { data } = await this.#call<UsageReport>(() => this.raw.GET(USAGE, { params: { query }, signal }), { retryable: 'any', signal });
     return data;
   }
 
@@ -248,19 +411,20 @@ export class VidgenClient {
   async #get(requestId: string, wait: number | undefined, signal: AbortSignal | undefined): Promise<{ task: Task; retryAfter: number | undefined }> {
     const { data, response } = await this.#call<Task>(
       () => this.raw.GET(GENERATION, { params: { path: { requestId }, query: wait === undefined ? {} : { wait } }, signal }),
-      { retryable: true, signal },
+      { retryable: 'any', signal },
     );
     return { task: data, retryAfter: parseRetryAfter(response.headers.get('Retry-After')) };
   }
 
   /**
-   * One operation with the retry policy; any answer but a 2xx becomes a `VidgenError`.
+   * One operation with the retry policy (`retryable`: which failures may be retried, see
+   * `Retryable`); any answer but a 2xx becomes a `VidgenError`.
    * `T` is the spec's schema of the 2xx body: openapi-fetch's own inference flattens the
    * generated unions (e.g. `Task`) into a shape that is equivalent but not assignable.
    */
   #call<T>(
     send: () => Promise<{ data?: unknown; error?: unknown; response: Response }>,
-    options: { retryable: boolean; signal: AbortSignal | undefined },
+    options: { retryable: Retryable; signal: AbortSignal | undefined },
   ): Promise<Answer<T>> {
     return withRetries(
       async () => {
@@ -283,6 +447,30 @@ export class VidgenClient {
 /** The vidgen client: every operation of the API, typed by the spec. */
 export function createClient(options: ClientOptions): VidgenClient {
   return new VidgenClient(options);
+}
+
+/** Every item of every page, following `nextCursor` until a page has none. */
+async function* paginate<T>(page: (cursor: string | undefined) => Promise<{ data: T[]; nextCursor: string | null }>): AsyncGenerator<T, void, undefined> {
+  let cursor: string | undefined;
+  do {
+    const answer = await page(cursor);
+    yield* answer.data;
+    cursor = answer.nextCursor ?? undefined;
+  } while (cursor);
+}
+
+/** The query without its `undefined` members (openapi-fetch would send none of them either). */
+function defined<Q extends object>(query: Q): Q {
+  return Object.fromEntries(Object.entries(query).filter(([, value]) => value !== undefined)) as Q;
+}
+
+/** A `Date` as RFC 3339 (UTC); a string as it is. */
+function timestamp(value: string | Date | undefined): string | undefined {
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw new TypeError('usage: from and to must be valid dates');
+    return value.toISOString();
+  }
+  return value;
 }
 
 function newIdempotencyKey(): string {

@@ -19,8 +19,21 @@ export function retryPolicy(option: RetryOptions | false | undefined): RetryPoli
   return { ...DEFAULT_RETRY, ...option };
 }
 
+/**
+ * Which failures of an operation the client may retry by itself:
+ * - `'any'`: the request is safe to repeat (reads, idempotent writes, submissions with an
+ *   `Idempotency-Key`): network errors, `429`, `5xx` and `409 idempotency_in_progress`.
+ * - `'refused'`: the request is not safe to repeat, because a repeat after a lost answer would do
+ *   it twice (`createApiKey`, `rotateWebhookSecret`). Only an answer that proves it was not
+ *   carried out is retried: `429` (the service's rate limit turns a request away before anything
+ *   else looks at it). Never a network error or a `5xx`: the request may have been carried out
+ *   and only its answer lost.
+ */
+export type Retryable = 'any' | 'refused';
+
 /** Answers worth trying again: the service asked to (429, 409 `idempotency_in_progress`) or failed (5xx). */
-export function isRetryable(error: VidgenError): boolean {
+export function isRetryable(error: VidgenError, retryable: Retryable = 'any'): boolean {
+  if (retryable === 'refused') return error.status === 429;
   return error.code === 'network_error' || error.status === 429 || error.status >= 500 || error.code === 'idempotency_in_progress';
 }
 
@@ -51,16 +64,17 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /**
  * Runs `attempt` until it succeeds, fails with an answer not worth retrying, or the retries are
- * used up. Only callers whose request is safe to repeat pass `retryable: true`.
+ * used up. Only callers whose request is safe to repeat pass `retryable: 'any'`; the others pass
+ * `'refused'` (see `Retryable`).
  */
-export async function withRetries<T>(attempt: () => Promise<T>, options: { policy: RetryPolicy; retryable: boolean; signal?: AbortSignal | undefined }): Promise<T> {
+export async function withRetries<T>(attempt: () => Promise<T>, options: { policy: RetryPolicy; retryable: Retryable; signal?: AbortSignal | undefined }): Promise<T> {
   const { policy, retryable, signal } = options;
   for (let n = 0; ; n++) {
     try {
       return await attempt();
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
-      if (!(error instanceof VidgenError) || !retryable || n >= policy.retries || !isRetryable(error)) throw error;
+      if (!(error instanceof VidgenError) || n >= policy.retries || !isRetryable(error, retryable)) throw error;
       if (error.retryAfter !== undefined && error.retryAfter * 1000 > policy.maxDelayMs) throw error;
       await sleep(backoffMs(policy, n, error.retryAfter), signal);
     }

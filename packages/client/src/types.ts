@@ -32,6 +32,32 @@ export type ErrorDetail = Schemas['ErrorDetail'];
 export type ErrorResponse = Schemas['ErrorResponse'];
 export type VideoGenerationEvent = Schemas['VideoGenerationEvent'];
 
+// The account holder's API: the account, its ledger and usage, its keys, its webhook deliveries.
+export type AccountSummary = Schemas['AccountSummary'];
+export type AccountLimits = Schemas['AccountLimits'];
+export type LedgerEntry = Schemas['LedgerEntry'];
+export type LedgerEntryKind = Schemas['LedgerEntryKind'];
+export type LedgerEntryList = Schemas['LedgerEntryList'];
+export type UsageReport = Schemas['UsageReport'];
+export type UsageBucket = Schemas['UsageBucket'];
+export type UsageGranularity = Schemas['UsageGranularity'];
+export type UsageTaskCounts = Schemas['UsageTaskCounts'];
+export type Scope = Schemas['Scope'];
+export type ApiKey = Schemas['ApiKey'];
+export type ApiKeyMode = Schemas['ApiKeyMode'];
+export type ApiKeyList = Schemas['ApiKeyList'];
+export type CreateApiKeyRequest = Schemas['CreateApiKeyRequest'];
+export type CreatedApiKey = Schemas['CreatedApiKey'];
+export type RevokeApiKeyResponse = Schemas['RevokeApiKeyResponse'];
+export type WebhookDelivery = Schemas['WebhookDelivery'];
+export type WebhookDeliveryStatus = Schemas['WebhookDeliveryStatus'];
+export type WebhookDeliveryList = Schemas['WebhookDeliveryList'];
+export type WebhookDeliveryDetail = Schemas['WebhookDeliveryDetail'];
+export type WebhookAttempt = Schemas['WebhookAttempt'];
+export type WebhookEventType = Schemas['WebhookEventType'];
+export type RedeliverWebhookResponse = Schemas['RedeliverWebhookResponse'];
+export type WebhookSecret = Schemas['WebhookSecret'];
+
 /** `K` must name keys of `T`, so a renamed field in the spec fails the typecheck here. */
 type WithOptional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
 
@@ -41,6 +67,9 @@ type WithOptional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
  * (`duration` 5, `resolution` `720p`, `aspectRatio` `16:9`).
  */
 export type SubmitGenerationRequest = WithOptional<Schemas['SubmitGenerationRequest'], 'aspectRatio' | 'duration' | 'resolution'>;
+
+/** The rotation body: `overlapHours` has a default (24), so a request may omit it. */
+export type RotateWebhookSecretRequest = WithOptional<Schemas['RotateWebhookSecretRequest'], 'overlapHours'>;
 
 const TERMINAL = Object.freeze(['succeeded', 'failed', 'cancelled'] as const satisfies readonly TaskStatus[]);
 

@@ -48,3 +48,30 @@ describe('against the Prism mock', () => {
     expect(error.correlationId).toBeTruthy();
   });
 });
+
+describe('the account holder API against the Prism mock (which validates each request against the spec)', () => {
+  it('account, ledger, usage, keys and webhooks answer their examples', async () => {
+    const client = createClient({ baseUrl: fixture.mockBaseUrl, apiKey, retry: false });
+    expect((await client.account()).balance).toBeTypeOf('number');
+    expect((await client.ledger({ kind: 'refund', requestId: 'gen_01JD6ZC3V2E8H5K9P1S4W7Y0A3', limit: 2 })).success).toBe(true);
+    expect((await client.usage({ from: new Date('2026-11-20T00:00:00Z'), to: '2026-11-23T00:00:00Z', granularity: 'day', groupBy: 'model' })).data.length).toBeGreaterThan(0);
+    expect((await client.keys.list()).data.length).toBeGreaterThan(0);
+    expect((await client.keys.create({ name: 'Dashboard (read-only)', scopes: ['tasks:read'], expiresInDays: 90 })).key).toMatch(/^vg_/);
+    expect((await client.keys.create()).key).toMatch(/^vg_/);
+    expect((await client.keys.revoke('key_01JD7A4C6E8G0J2K4M6P8R0T2V')).key.revokedAt).toBeTruthy();
+    expect((await client.webhooks.deliveries({ status: 'failed', limit: 5 })).success).toBe(true);
+    expect((await client.webhooks.delivery('msg_01JD6ZG7K9M1N3P5Q7R9S1T3V5')).attemptHistory.length).toBeGreaterThan(0);
+    expect((await client.webhooks.redeliver('msg_01JD6ZG7K9M1N3P5Q7R9S1T3V5')).delivery.status).toBe('pending');
+    expect((await client.webhooks.secret()).secret).toMatch(/^whsec_/);
+    expect((await client.webhooks.rotateSecret({ overlapHours: 0 })).secret).toMatch(/^whsec_/);
+    expect((await client.webhooks.rotateSecret()).secret).toMatch(/^whsec_/);
+  });
+
+  it('a request the spec does not allow is refused (the mock checks the query)', async () => {
+    const client = createClient({ baseUrl: fixture.mockBaseUrl, apiKey, retry: false });
+    // @ts-expect-error not a LedgerEntryKind
+    const error = await client.ledger({ kind: 'bonus' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VidgenError);
+    expect((error as VidgenError).status).toBeGreaterThanOrEqual(400);
+  });
+});
