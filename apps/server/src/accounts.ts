@@ -31,6 +31,21 @@ export async function issueApiKey(
   return { key, record };
 }
 
+/**
+ * A new webhook signing secret for the account; the one it replaces also signs for `overlapHours`
+ * (0: retired at once, and `previousSecretValidUntil` is null). Undefined when there is no such account.
+ */
+export async function rotateWebhookSecret(
+  store: Store,
+  input: { accountId: string; overlapHours: number; now: Date },
+): Promise<{ secret: string; previousSecretValidUntil: Date | null } | undefined> {
+  const secret = newWebhookSecret();
+  // Until now itself for 0: the store signs with the previous secret only while its time is still ahead.
+  const previousValidUntil = new Date(input.now.getTime() + input.overlapHours * 3_600_000);
+  if (!(await store.rotateWebhookSecret({ accountId: input.accountId, secret, previousValidUntil }))) return undefined;
+  return { secret, previousSecretValidUntil: input.overlapHours > 0 ? previousValidUntil : null };
+}
+
 /** On an empty store, a development account with credits and a key, for a first local start. */
 export async function bootstrapDevelopmentAccount(store: Store, credits: number, now: Date): Promise<{ accountId: string; key: string } | undefined> {
   if ((await store.countAccounts()) > 0) return undefined;

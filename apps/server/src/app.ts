@@ -12,11 +12,14 @@ import { createMetrics } from './http/metrics.js';
 import { refuseWhileDraining } from './http/drain.js';
 import { createApiKeyCache, observe } from './http/middleware.js';
 import { securityHeaders } from './http/security-headers.js';
+import { registerAccountRoutes } from './http/routes/account.js';
 import { registerFileRoutes } from './http/routes/files.js';
 import { registerGenerationRoutes } from './http/routes/generations.js';
+import { registerKeyRoutes } from './http/routes/keys.js';
 import { registerModelRoutes } from './http/routes/models.js';
 import { registerServiceRoutes } from './http/routes/service.js';
 import { registerUpstreamCallbackRoutes } from './http/routes/upstream-callbacks.js';
+import { registerWebhookRoutes } from './http/routes/webhooks.js';
 import { honoPath, specOperations } from './http/spec.js';
 import { isStoreUnavailable } from './store/unavailable.js';
 import { withSafeErrors } from './logging.js';
@@ -39,8 +42,11 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   registerServiceRoutes(app, deps);
   registerModelRoutes(app, deps);
   registerGenerationRoutes(app, deps);
+  registerAccountRoutes(app, deps);
   registerFileRoutes(app, deps);
   registerUpstreamCallbackRoutes(app, deps);
+  registerKeyRoutes(app, deps);
+  registerWebhookRoutes(app, deps);
 
   // A known path with a method the spec does not give it: 405 with Allow.
   const methodsByPath = new Map<string, string[]>();

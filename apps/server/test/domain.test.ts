@@ -132,7 +132,7 @@ describe('task states', () => {
 
 describe('cursors', () => {
   it('round-trip a position and refuse anything else', () => {
-    const position = { createdAt: new Date('2026-11-22T10:00:00.000Z'), id: 'gen_01JD6Z8K4T9QW3M5R7X2B6C8N0', status: 'queued' as const };
+    const position = { createdAt: new Date('2026-11-22T10:00:00.000Z'), id: 'gen_01JD6Z8K4T9QW3M5R7X2B6C8N0', filter: 'queued' };
     expect(decodeCursor(encodeCursor(position))).toEqual(position);
     expect(decodeCursor('bm90LWEtY3Vyc29y')).toBeUndefined();
     expect(decodeCursor('%%%')).toBeUndefined();

@@ -6,7 +6,7 @@
  * refused, 2 usage or configuration error.
  */
 import { parseArgs } from 'node:util';
-import { createAccount, issueApiKey, newWebhookSecret } from '../accounts.js';
+import { createAccount, issueApiKey, rotateWebhookSecret } from '../accounts.js';
 import { ConfigError, loadConfig, type Config } from '../config.js';
 import { isScope, SCOPES, type KeyMode, type Scope } from '../domain/keys.js';
 import { toTaskResource } from '../domain/task-view.js';
@@ -202,13 +202,13 @@ async function run(store: Store, config: Config, positionals: string[], values: 
     }
     case 'webhooks secret rotate': {
       const accountId = required(values, 'account');
-      const hours = values['overlap-hours'] ? wholeNumber(values['overlap-hours'], 'overlap-hours', 0) : 24;
-      const secret = newWebhookSecret();
-      const previousValidUntil = new Date(now.getTime() + hours * 3_600_000);
-      if (!(await store.rotateWebhookSecret({ accountId, secret, previousValidUntil }))) throw new NotFound(`no account ${accountId}`);
+      const overlapHours = values['overlap-hours'] ? wholeNumber(values['overlap-hours'], 'overlap-hours', 0) : 24;
+      const rotated = await rotateWebhookSecret(store, { accountId, overlapHours, now });
+      if (!rotated) throw new NotFound(`no account ${accountId}`);
+      const { secret, previousSecretValidUntil: previousValidUntil } = rotated;
       return {
         json: { accountId, secret, previousValidUntil: iso(previousValidUntil) },
-        text: `new secret for ${accountId}:\n\n    ${secret}\n\nThe previous one also signs until ${previousValidUntil.toISOString()}.`,
+        text: `new secret for ${accountId}:\n\n    ${secret}\n\n${previousValidUntil ? `The previous one also signs until ${previousValidUntil.toISOString()}.` : 'The previous one no longer signs.'}`,
       };
     }
     default:

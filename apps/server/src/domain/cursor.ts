@@ -1,18 +1,18 @@
 /**
- * List cursors: opaque to clients, base64url JSON of the last task's position
- * and the status filter it was made for. A cursor stays valid however many
- * tasks are created meanwhile, because it names a position, not an offset.
+ * List cursors: opaque to clients, base64url JSON of the last item's position (time and id) and the
+ * filters it was made for (one string, compared whole: a cursor followed with other filters is
+ * refused). A cursor stays valid however many items are created meanwhile: it names a position, not
+ * an offset. Tasks and webhook deliveries are listed with it.
  */
-import type { TaskState } from './states.js';
-
 export interface CursorPosition {
   createdAt: Date;
   id: string;
-  status: TaskState | null;
+  /** The list's filters as one string (the task list: its status), or null for none. */
+  filter: string | null;
 }
 
 export function encodeCursor(position: CursorPosition): string {
-  return Buffer.from(JSON.stringify({ t: position.createdAt.getTime(), i: position.id, s: position.status })).toString('base64url');
+  return Buffer.from(JSON.stringify({ t: position.createdAt.getTime(), i: position.id, s: position.filter })).toString('base64url');
 }
 
 /** The last instant a JavaScript Date holds (year 275760), within PostgreSQL's timestamptz. */
@@ -28,7 +28,7 @@ export function decodeCursor(cursor: string): CursorPosition | undefined {
     // and SQLite, bound NaN as NULL, answered the first page again.
     if ((t as number) < 0 || (t as number) > MAX_DATE_MS) return undefined;
     if (s !== null && typeof s !== 'string') return undefined;
-    return { createdAt: new Date(t as number), id: i, status: s as TaskState | null };
+    return { createdAt: new Date(t as number), id: i, filter: s as string | null };
   } catch {
     return undefined;
   }

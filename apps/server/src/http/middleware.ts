@@ -74,6 +74,8 @@ const unauthorized = (message: string, error?: string) =>
  */
 export interface ApiKeyCache {
   find(hash: string): Promise<StoredApiKey | undefined>;
+  /** Drops the key's cached record (a key revoked through this process is refused by it at once). */
+  forget(keyId: string): void;
 }
 
 export function createApiKeyCache(deps: { store: Store; clock: Clock }, ttlMs: number, maxEntries = 10_000): ApiKeyCache {
@@ -91,6 +93,10 @@ export function createApiKeyCache(deps: { store: Store; clock: Clock }, ttlMs: n
         entries.set(hash, { found, until: now + ttlMs });
       }
       return found;
+    },
+    forget(keyId) {
+      // Rare (a revocation), so a scan: no second index to keep on every lookup.
+      for (const [hash, entry] of entries) if (entry.found.id === keyId) entries.delete(hash);
     },
   };
 }
@@ -252,14 +258,46 @@ export function firstInvalidUtf8(bytes: Uint8Array): number {
   return -1;
 }
 
-/** The parsed JSON body, or 400 naming the problem. */
-export async function readJson(c: Context<AppEnv>): Promise<unknown> {
-  let bytes: ArrayBuffer;
+/**
+ * For an optional JSON body (readOptionalJson): a request that declares none (no Content-Type, and
+ * no Content-Length or Transfer-Encoding; or Content-Length 0) passes; one that sends a body is held
+ * to jsonBody()'s rules (415, 413).
+ */
+export function optionalJsonBody(): MiddlewareHandler<AppEnv> {
+  const rules = sequence(...jsonBody());
+  const size = bodySizeLimit();
+  return (c, next) => {
+    const declared = c.req.header('content-length');
+    if (declared === '0') return next();
+    const undeclared = declared === undefined && c.req.header('transfer-encoding') === undefined;
+    // Nothing declared (only in-process requests, where a body need not declare its length): readOptionalJson looks.
+    return undeclared && c.req.header('content-type') === undefined ? size(c, next) : rules(c, next);
+  };
+}
+
+/** An optional body (after optionalJsonBody()): undefined when none or an empty one came, else as readJson. */
+export async function readOptionalJson(c: Context<AppEnv>): Promise<unknown> {
+  if (c.req.header('content-length') === '0') return undefined;
+  const bytes = await readBytes(c);
+  if (bytes.byteLength === 0) return undefined;
+  if (c.req.header('content-type') === undefined) throw new ApiError('unsupported_media_type', 'send the body as Content-Type: application/json');
+  return parseJson(bytes);
+}
+
+async function readBytes(c: Context<AppEnv>): Promise<ArrayBuffer> {
   try {
-    bytes = await c.req.arrayBuffer();
+    return await c.req.arrayBuffer();
   } catch (error) {
     throw notReceivedWhole(error);
   }
+}
+
+/** The parsed JSON body, or 400 naming the problem. */
+export async function readJson(c: Context<AppEnv>): Promise<unknown> {
+  return parseJson(await readBytes(c));
+}
+
+function parseJson(bytes: ArrayBuffer): unknown {
   // Decoded once, strictly: a byte that is not UTF-8 would otherwise become U+FFFD and be
   // stored altered, where the prompt and metadata must come back exactly as sent (D5).
   let text: string;

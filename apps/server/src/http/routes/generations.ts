@@ -169,7 +169,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     if (cursor) {
       const position = decodeCursor(cursor);
       if (!position || !isRequestId(position.id)) throw invalid([{ field: 'cursor', message: 'is not a cursor this service issued' }]);
-      if (position.status !== (status ?? null)) {
+      if (position.filter !== (status ?? null)) {
         throw invalid([{ field: 'cursor', message: 'was issued for another status filter; keep the same status while following a cursor' }]);
       }
       after = position;
@@ -178,7 +178,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     const rows = await store.listTasks({ accountId, status, limit: limit + 1, after });
     const page = rows.slice(0, limit);
     const last = page.at(-1);
-    const nextCursor = rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id, status: status ?? null }) : null;
+    const nextCursor = rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id, filter: status ?? null }) : null;
     return answer(c, { success: true, data: page.map(toTaskResource), nextCursor } satisfies SuccessBody<'listGenerations'>, 200);
   });
 
