@@ -260,6 +260,11 @@ export interface Store {
   accountSummary(accountId: string): Promise<{ account: AccountRecord; creditsHeld: number; activeTasks: number } | undefined>;
   /** The running usage totals of the hours in [from, to), oldest first (hours with nothing are absent). */
   usageHours(query: { accountId: string; from: Date; to: Date }): Promise<UsageHour[]>;
+  /**
+   * The same totals summed in the database per bucket of `bucketMs` from `from` (and per model with `byModel`; else
+   * `model` is `*`): `hourStart` is the bucket's start. What the usage answer needs, without reading every hour.
+   */
+  usageTotals(query: { accountId: string; from: Date; to: Date; bucketMs: number; byModel: boolean }): Promise<UsageHour[]>;
   /** The balance column and the sum of the ledger, which must always be equal. */
   auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined>;
 

@@ -2,7 +2,7 @@
 import type { Hono } from 'hono';
 import { toApiKeyResource } from '../../domain/key-view.js';
 import type { QueryParams, Schemas, SuccessBody } from '@vidgen/types';
-import { MAX_RANGE_MS, usageBuckets, usageRange, type Granularity } from '../../domain/usage.js';
+import { bucketMs, MAX_RANGE_MS, usageBuckets, usageRange, type Granularity } from '../../domain/usage.js';
 import type { LedgerEntry } from '../../store/store.js';
 import { answer } from '../answer.js';
 import type { AppEnv } from '../context.js';
@@ -179,7 +179,8 @@ export function registerAccountRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
         `${granularity === 'hour' ? 'an hourly' : 'a daily'} range may span at most ${days} days`,
       );
     }
-    const hours = await store.usageHours({ accountId: c.get('apiKey').accountId, from: range.from, to: range.to });
+    // Summed per bucket by the database: 90 days of hours are 6,480 rows to add up, 270 to read.
+    const hours = await store.usageTotals({ accountId: c.get('apiKey').accountId, ...range, bucketMs: bucketMs(granularity), byModel: groupBy === 'model' });
     const buckets = usageBuckets({ ...range, granularity, byModel: groupBy === 'model', hours });
     const body = {
       success: true,

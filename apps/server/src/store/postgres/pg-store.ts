@@ -87,6 +87,12 @@ const SQL = {
                WHERE account_id = $1 AND ($2::bigint IS NULL OR id < $2) AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR task_id = $4)
                ORDER BY id DESC LIMIT $5`,
   creditsHeld: `SELECT coalesce(sum(credits_charged), 0)::bigint AS held, count(*)::int AS active FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
+  usageTotals: `SELECT $2::timestamptz + floor(extract(epoch FROM hour_start - $2::timestamptz) * 1000 / $4) * make_interval(secs => $4 / 1000.0) AS hour_start,
+                       CASE WHEN $5 THEN model ELSE '*' END AS model,
+                       sum(credits_charged) AS credits_charged, sum(credits_refunded) AS credits_refunded, sum(succeeded) AS succeeded,
+                       sum(failed) AS failed, sum(cancelled) AS cancelled, sum(seconds_delivered) AS seconds_delivered
+                FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3
+                GROUP BY 1, 2 ORDER BY 1, 2`,
   usageHours: 'SELECT * FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3 ORDER BY hour_start, model',
   deliveriesPage: `SELECT * FROM webhook_deliveries
                    WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR task_id = $3)
@@ -302,6 +308,10 @@ export class PgStore implements Store {
 
   async usageHours(query: { accountId: string; from: Date; to: Date }): Promise<UsageHour[]> {
     return (await this.all(SQL.usageHours, [query.accountId, query.from, query.to])).map(toUsageHour);
+  }
+
+  async usageTotals(query: { accountId: string; from: Date; to: Date; bucketMs: number; byModel: boolean }): Promise<UsageHour[]> {
+    return (await this.all(SQL.usageTotals, [query.accountId, query.from, query.to, query.bucketMs, query.byModel])).map(toUsageHour);
   }
 
   async listDeliveriesPage(query: { accountId: string; limit: number; status?: DeliveryStatus; taskId?: string; after?: { createdAt: Date; id: string } }): Promise<DeliveryRecord[]> {

@@ -180,6 +180,20 @@ export class SqliteStore implements Store, JobQueue {
     );
   }
 
+  usageTotals(query: { accountId: string; from: Date; to: Date; bucketMs: number; byModel: boolean }): Promise<UsageHour[]> {
+    return this.group.read(() =>
+      (
+        this.sql.selectUsageTotals.all({
+          account_id: query.accountId,
+          from: ms(query.from),
+          to: ms(query.to),
+          bucket_ms: query.bucketMs,
+          by_model: query.byModel ? 1 : 0,
+        }) as Row[]
+      ).map(toUsageHour),
+    );
+  }
+
   auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined> {
     return this.group.read(() => {
       const row = this.sql.auditBalance.get(accountId) as Row | undefined;
@@ -793,6 +807,13 @@ function prepareStatements(db: Database.Database) {
          credits_charged = credits_charged + excluded.credits_charged, credits_refunded = credits_refunded + excluded.credits_refunded,
          succeeded = succeeded + excluded.succeeded, failed = failed + excluded.failed, cancelled = cancelled + excluded.cancelled,
          seconds_delivered = seconds_delivered + excluded.seconds_delivered`,
+    ),
+    selectUsageTotals: db.prepare(
+      `SELECT @from + ((hour_start - @from) / @bucket_ms) * @bucket_ms AS hour_start, CASE WHEN @by_model THEN model ELSE '*' END AS model,
+              sum(credits_charged) AS credits_charged, sum(credits_refunded) AS credits_refunded, sum(succeeded) AS succeeded,
+              sum(failed) AS failed, sum(cancelled) AS cancelled, sum(seconds_delivered) AS seconds_delivered
+       FROM usage_hourly WHERE account_id = @account_id AND hour_start >= @from AND hour_start < @to
+       GROUP BY 1, 2 ORDER BY 1, 2`,
     ),
     selectUsageHours: db.prepare(
       'SELECT * FROM usage_hourly WHERE account_id = @account_id AND hour_start >= @from AND hour_start < @to ORDER BY hour_start, model',
