@@ -784,7 +784,7 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
         await first.close();
         const second = new SqliteStore(path);
         expect((await second.getAccount('acc_1'))?.balance).toBe(5);
-        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(8);
+        expect(second.db.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(9);
         expect(second.db.pragma('journal_mode', { simple: true })).toBe('wal');
         // Savepoint journals in memory, not a temporary file written page by page (2: MEMORY).
         expect(second.db.pragma('temp_store', { simple: true })).toBe(2);

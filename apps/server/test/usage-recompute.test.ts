@@ -281,7 +281,7 @@ describe('the migration backfill on SQLite', () => {
     const answerBefore = await usageOver(h, accounts[0]!.key, Math.floor(range.from.getTime() / DAY) * DAY, Math.ceil(range.to.getTime() / DAY) * DAY, 'day', true);
 
     (h.store as SqliteStore).db.exec(
-      'DELETE FROM usage_hourly; DELETE FROM schema_migrations WHERE version = 8; ALTER TABLE ledger_entries DROP COLUMN balance_after; DROP TABLE usage_hourly;',
+      'DELETE FROM schema_migrations WHERE version IN (8, 9); ALTER TABLE ledger_entries DROP COLUMN balance_after; DROP TABLE usage_daily; DROP TABLE usage_hourly;',
     );
     await h.store.close();
 

@@ -67,6 +67,15 @@ const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
+/** Usage totals summed per bucket of $4 ms from $2, out of the hourly or the daily table. */
+const usageTotalsFrom = (table: 'usage_hourly' | 'usage_daily', column: 'hour_start' | 'day_start') =>
+  `SELECT $2::timestamptz + floor(extract(epoch FROM ${column} - $2::timestamptz) * 1000 / $4) * make_interval(secs => $4 / 1000.0) AS hour_start,
+          CASE WHEN $5 THEN model ELSE '*' END AS model,
+          sum(credits_charged) AS credits_charged, sum(credits_refunded) AS credits_refunded, sum(succeeded) AS succeeded,
+          sum(failed) AS failed, sum(cancelled) AS cancelled, sum(seconds_delivered) AS seconds_delivered
+   FROM ${table} WHERE account_id = $1 AND ${column} >= $2 AND ${column} < $3
+   GROUP BY 1, 2 ORDER BY 1, 2`;
+
 const SQL = {
   selectAccount: 'SELECT * FROM accounts WHERE id = $1',
   countActiveTasks: `SELECT count(*)::int AS n FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
@@ -87,12 +96,15 @@ const SQL = {
                WHERE account_id = $1 AND ($2::bigint IS NULL OR id < $2) AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR task_id = $4)
                ORDER BY id DESC LIMIT $5`,
   creditsHeld: `SELECT coalesce(sum(credits_charged), 0)::bigint AS held, count(*)::int AS active FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
-  usageTotals: `SELECT $2::timestamptz + floor(extract(epoch FROM hour_start - $2::timestamptz) * 1000 / $4) * make_interval(secs => $4 / 1000.0) AS hour_start,
-                       CASE WHEN $5 THEN model ELSE '*' END AS model,
-                       sum(credits_charged) AS credits_charged, sum(credits_refunded) AS credits_refunded, sum(succeeded) AS succeeded,
-                       sum(failed) AS failed, sum(cancelled) AS cancelled, sum(seconds_delivered) AS seconds_delivered
-                FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3
-                GROUP BY 1, 2 ORDER BY 1, 2`,
+  usageTotals: usageTotalsFrom('usage_hourly', 'hour_start'),
+  usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
+  addUsageDaily: `INSERT INTO usage_daily (account_id, day_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                  ON CONFLICT (account_id, day_start, model) DO UPDATE SET
+                    credits_charged = usage_daily.credits_charged + excluded.credits_charged,
+                    credits_refunded = usage_daily.credits_refunded + excluded.credits_refunded,
+                    succeeded = usage_daily.succeeded + excluded.succeeded, failed = usage_daily.failed + excluded.failed,
+                    cancelled = usage_daily.cancelled + excluded.cancelled, seconds_delivered = usage_daily.seconds_delivered + excluded.seconds_delivered`,
   usageHours: 'SELECT * FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3 ORDER BY hour_start, model',
   deliveriesPage: `SELECT * FROM webhook_deliveries
                    WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR task_id = $3)
@@ -311,7 +323,9 @@ export class PgStore implements Store {
   }
 
   async usageTotals(query: { accountId: string; from: Date; to: Date; bucketMs: number; byModel: boolean }): Promise<UsageHour[]> {
-    return (await this.all(SQL.usageTotals, [query.accountId, query.from, query.to, query.bucketMs, query.byModel])).map(toUsageHour);
+    // Whole days come from the daily totals (a row per day and model), anything finer from the hourly ones.
+    const statement = query.bucketMs % 86_400_000 === 0 ? SQL.usageTotalsByDay : SQL.usageTotals;
+    return (await this.all(statement, [query.accountId, query.from, query.to, query.bucketMs, query.byModel])).map(toUsageHour);
   }
 
   async listDeliveriesPage(query: { accountId: string; limit: number; status?: DeliveryStatus; taskId?: string; after?: { createdAt: Date; id: string } }): Promise<DeliveryRecord[]> {
@@ -480,20 +494,20 @@ export class PgStore implements Store {
     await this.jobs.enqueue(client, { kind: 'deliver', taskId, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts, runAt: now });
   }
 
-  /** Adds to the account's running usage totals of `now`'s UTC hour for the model (usage_hourly). */
+  /** Adds to the account's running usage totals of `now`'s UTC hour and day for the model (usage_hourly, usage_daily). */
   private async addUsageIn(client: Queryable, accountId: string, model: string, now: Date, add: Partial<Omit<UsageHour, 'hourStart' | 'model'>>): Promise<void> {
     const hourStart = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
-    await client.query(SQL.addUsage, [
-      accountId,
-      hourStart,
-      model,
+    const dayStart = new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000);
+    const counts = [
       add.creditsCharged ?? 0,
       add.creditsRefunded ?? 0,
       add.succeeded ?? 0,
       add.failed ?? 0,
       add.cancelled ?? 0,
       add.secondsDelivered ?? 0,
-    ]);
+    ];
+    await client.query(SQL.addUsage, [accountId, hourStart, model, ...counts]);
+    await client.query(SQL.addUsageDaily, [accountId, dayStart, model, ...counts]);
   }
 
   /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */

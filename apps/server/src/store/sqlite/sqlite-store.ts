@@ -47,6 +47,8 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 const ms = (date: Date | null | undefined) => (date ? date.getTime() : null);
 /** The start of `date`'s UTC hour, in ms: the key of usage_hourly. */
 const hourOf = (date: Date) => Math.floor(date.getTime() / 3_600_000) * 3_600_000;
+/** The start of `date`'s UTC day, in ms: the key of usage_daily. */
+const dayOf = (date: Date) => Math.floor(date.getTime() / 86_400_000) * 86_400_000;
 type UsageColumn = 'credits_charged' | 'credits_refunded' | 'succeeded' | 'failed' | 'cancelled' | 'seconds_delivered';
 
 /** A job's id names its claim too (`<row id>.<claim>`): only the claim that holds a job can finish it. */
@@ -183,7 +185,8 @@ export class SqliteStore implements Store, JobQueue {
   usageTotals(query: { accountId: string; from: Date; to: Date; bucketMs: number; byModel: boolean }): Promise<UsageHour[]> {
     return this.group.read(() =>
       (
-        this.sql.selectUsageTotals.all({
+        // Whole days come from the daily totals (a row per day and model), anything finer from the hourly ones.
+        (query.bucketMs % 86_400_000 === 0 ? this.sql.selectUsageTotalsByDay : this.sql.selectUsageTotals).all({
           account_id: query.accountId,
           from: ms(query.from),
           to: ms(query.to),
@@ -369,11 +372,10 @@ export class SqliteStore implements Store, JobQueue {
     this.sql.insertDeliveryJob.run({ task_id: taskId, max_attempts: this.options.webhookJobAttempts, now: ms(now) });
   }
 
-  /** Adds to the account's running usage totals of `now`'s hour for the model (usage_hourly). */
+  /** Adds to the account's running usage totals of `now`'s hour and day for the model (usage_hourly, usage_daily). */
   private addUsageNow(accountId: string, model: string, now: Date, add: Partial<Record<UsageColumn, number>>): void {
-    this.sql.addUsage.run({
+    const counts = {
       account_id: accountId,
-      hour_start: hourOf(now),
       model,
       credits_charged: add.credits_charged ?? 0,
       credits_refunded: add.credits_refunded ?? 0,
@@ -381,7 +383,9 @@ export class SqliteStore implements Store, JobQueue {
       failed: add.failed ?? 0,
       cancelled: add.cancelled ?? 0,
       seconds_delivered: add.seconds_delivered ?? 0,
-    });
+    };
+    this.sql.addUsage.run({ ...counts, hour_start: hourOf(now) });
+    this.sql.addUsageDaily.run({ ...counts, day_start: dayOf(now) });
   }
 
   /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
@@ -767,6 +771,14 @@ function claimOf(jobId: string): { id: number; claim: number } {
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
+/** Usage totals summed per bucket of @bucket_ms from @from, out of the hourly or the daily table. */
+const usageTotals = (table: 'usage_hourly' | 'usage_daily', column: 'hour_start' | 'day_start') =>
+  `SELECT @from + ((${column} - @from) / @bucket_ms) * @bucket_ms AS hour_start, CASE WHEN @by_model THEN model ELSE '*' END AS model,
+          sum(credits_charged) AS credits_charged, sum(credits_refunded) AS credits_refunded, sum(succeeded) AS succeeded,
+          sum(failed) AS failed, sum(cancelled) AS cancelled, sum(seconds_delivered) AS seconds_delivered
+   FROM ${table} WHERE account_id = @account_id AND ${column} >= @from AND ${column} < @to
+   GROUP BY 1, 2 ORDER BY 1, 2`;
+
 function prepareStatements(db: Database.Database) {
   const taskPage = (byStatus: boolean) => `
     SELECT * FROM tasks_with_webhook
@@ -808,12 +820,15 @@ function prepareStatements(db: Database.Database) {
          succeeded = succeeded + excluded.succeeded, failed = failed + excluded.failed, cancelled = cancelled + excluded.cancelled,
          seconds_delivered = seconds_delivered + excluded.seconds_delivered`,
     ),
-    selectUsageTotals: db.prepare(
-      `SELECT @from + ((hour_start - @from) / @bucket_ms) * @bucket_ms AS hour_start, CASE WHEN @by_model THEN model ELSE '*' END AS model,
-              sum(credits_charged) AS credits_charged, sum(credits_refunded) AS credits_refunded, sum(succeeded) AS succeeded,
-              sum(failed) AS failed, sum(cancelled) AS cancelled, sum(seconds_delivered) AS seconds_delivered
-       FROM usage_hourly WHERE account_id = @account_id AND hour_start >= @from AND hour_start < @to
-       GROUP BY 1, 2 ORDER BY 1, 2`,
+    selectUsageTotals: db.prepare(usageTotals('usage_hourly', 'hour_start')),
+    selectUsageTotalsByDay: db.prepare(usageTotals('usage_daily', 'day_start')),
+    addUsageDaily: db.prepare(
+      `INSERT INTO usage_daily (account_id, day_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+       VALUES (@account_id, @day_start, @model, @credits_charged, @credits_refunded, @succeeded, @failed, @cancelled, @seconds_delivered)
+       ON CONFLICT (account_id, day_start, model) DO UPDATE SET
+         credits_charged = credits_charged + excluded.credits_charged, credits_refunded = credits_refunded + excluded.credits_refunded,
+         succeeded = succeeded + excluded.succeeded, failed = failed + excluded.failed, cancelled = cancelled + excluded.cancelled,
+         seconds_delivered = seconds_delivered + excluded.seconds_delivered`,
     ),
     selectUsageHours: db.prepare(
       'SELECT * FROM usage_hourly WHERE account_id = @account_id AND hour_start >= @from AND hour_start < @to ORDER BY hour_start, model',
