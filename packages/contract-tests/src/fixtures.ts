@@ -22,3 +22,9 @@ export const minimalSubmit = (): SubmitBody => ({ model: 'vidgen-2.0-fast', prom
 
 export const UNKNOWN_TASK_ID = 'gen_00000000000000000000000000';
 export const MOCK_TASK_ID = 'gen_01JD6Z8K4T9QW3M5R7X2B6C8N0';
+
+/** Ids of the right shape that name nothing, and the ids the spec's examples (so the mock) use. */
+export const UNKNOWN_KEY_ID = 'key_00000000000000000000000000';
+export const UNKNOWN_DELIVERY_ID = 'msg_00000000000000000000000000';
+export const MOCK_KEY_ID = 'key_01JD7A4C6E8G0J2K4M6P8R0T2V';
+export const MOCK_DELIVERY_ID = 'msg_01JD6ZG7K9M1N3P5Q7R9S1T3V5';

@@ -7,9 +7,10 @@
  * the server only.
  */
 import { describe, expect, it } from 'vitest';
-import { minimalSubmit, UNKNOWN_TASK_ID } from '../src/fixtures.js';
+import { endedWebhookTask, endWebhookTask, keyWith, mintKey, ownKeyId } from '../src/account.js';
+import { minimalSubmit, UNKNOWN_DELIVERY_ID, UNKNOWN_KEY_ID, UNKNOWN_TASK_ID } from '../src/fixtures.js';
 import { call, expectEnvelope, expectError, send, untilTerminal, type CallOptions } from '../src/http.js';
-import { isMock, target } from '../src/target.js';
+import { isMock, target, type Target } from '../src/target.js';
 
 /** How the mock is brought to give this answer. */
 type OnMock = 'natural' | 'prefer' | { skip: string };
@@ -23,9 +24,27 @@ interface ErrorCase {
   onMock: OnMock;
   /** The field `error.details` must name (server only; the mock answers a fixed example). */
   field?: string;
-  /** Needs a key the server harness may not provide. */
-  needs?: keyof typeof target;
+  /** Needs a key (or a webhookUrl) the server harness may not provide. */
+  needs?: keyof Target | (keyof Target)[];
 }
+
+/** A well-formed request to each of the account holder's operations (ids that name nothing). */
+const ACCOUNT_BASE = {
+  getAccount: {},
+  listLedgerEntries: {},
+  getUsage: {},
+  listApiKeys: {},
+  createApiKey: { body: {} },
+  revokeApiKey: { path: { keyId: UNKNOWN_KEY_ID } },
+  listWebhookDeliveries: {},
+  getWebhookDelivery: { path: { deliveryId: UNKNOWN_DELIVERY_ID } },
+  redeliverWebhook: { path: { deliveryId: UNKNOWN_DELIVERY_ID } },
+  getWebhookSecret: {},
+  rotateWebhookSecret: { body: {} },
+} satisfies Record<string, CallOptions>;
+
+/** The variable each optional target setting is read from (target.ts). */
+const ENV_OF: Partial<Record<keyof Target, string>> = { webhookUrl: 'VIDGEN_CONTRACT_WEBHOOK_URL' };
 
 const submitWith = (patch: Record<string, unknown>, drop: string[] = []): (() => CallOptions) => () => {
   const body: Record<string, unknown> = { ...minimalSubmit(), ...patch };
@@ -87,8 +106,15 @@ const cases: ErrorCase[] = [
   { name: 'wait 0', operationId: 'getGeneration', options: () => ({ path: { requestId: UNKNOWN_TASK_ID }, query: { wait: 0 } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'wait' },
   { name: 'wait 31', operationId: 'getGeneration', options: () => ({ path: { requestId: UNKNOWN_TASK_ID }, query: { wait: 31 } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'wait' },
   // 401 on every authenticated operation
-  ...(['submitGeneration', 'listGenerations', 'getGeneration', 'cancelGeneration', 'listModels'] as const).flatMap((operationId): ErrorCase[] => {
-    const base = operationId === 'submitGeneration' ? { body: minimalSubmit() } : operationId.endsWith('Generation') ? { path: { requestId: UNKNOWN_TASK_ID } } : {};
+  ...(['submitGeneration', 'listGenerations', 'getGeneration', 'cancelGeneration', 'listModels', ...(Object.keys(ACCOUNT_BASE) as (keyof typeof ACCOUNT_BASE)[])] as const).flatMap((operationId): ErrorCase[] => {
+    const base: CallOptions =
+      operationId in ACCOUNT_BASE
+        ? ACCOUNT_BASE[operationId as keyof typeof ACCOUNT_BASE]
+        : operationId === 'submitGeneration'
+          ? { body: minimalSubmit() }
+          : operationId.endsWith('Generation')
+            ? { path: { requestId: UNKNOWN_TASK_ID } }
+            : {};
     return [
       { name: `${operationId} without a key`, operationId, options: () => ({ ...base, apiKey: null }), status: 401, code: 'unauthorized', onMock: 'natural' },
       { name: `${operationId} with an unknown key`, operationId, options: () => ({ ...base, apiKey: 'vg_live_0000000000000000000000000000000' }), status: 401, code: 'unauthorized', onMock: 'prefer' },
@@ -153,6 +179,202 @@ const cases: ErrorCase[] = [
   { name: 'a callback without a token', operationId: 'receiveUpstreamCallback', options: () => ({ path: { requestId: UNKNOWN_TASK_ID }, body: {}, apiKey: null }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'token' },
   { name: 'a callback with a token not issued for the task', operationId: 'receiveUpstreamCallback', options: () => ({ path: { requestId: UNKNOWN_TASK_ID }, query: { token: 'not-a-token' }, body: {}, apiKey: null }), status: 404, code: 'not_found', onMock: 'prefer' },
   { name: 'a callback body over 64 KiB', operationId: 'receiveUpstreamCallback', options: () => ({ path: { requestId: UNKNOWN_TASK_ID }, query: { token: 'not-a-token' }, body: { blob: 'x'.repeat(70_000) }, apiKey: null }), status: 413, code: 'payload_too_large', onMock: 'prefer' },
+  // The account holder's operations
+  // 400: parameters of the ledger, usage and deliveries
+  ...(['listLedgerEntries', 'listWebhookDeliveries'] as const).flatMap((operationId): ErrorCase[] => [
+    { name: `${operationId}: limit 0`, operationId, options: () => ({ query: { limit: 0 } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'limit' },
+    { name: `${operationId}: limit 101`, operationId, options: () => ({ query: { limit: 101 } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'limit' },
+    { name: `${operationId}: a requestId of 129 characters`, operationId, options: () => ({ query: { requestId: 'g'.repeat(129) } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'requestId' },
+    { name: `${operationId}: a forged cursor`, operationId, options: () => ({ query: { cursor: 'bm90LWEtY3Vyc29y' } }), status: 400, code: 'invalid_request', onMock: 'prefer', field: 'cursor' },
+  ]),
+  { name: 'an unknown ledger kind', operationId: 'listLedgerEntries', options: () => ({ query: { kind: 'bonus' } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'kind' },
+  {
+    name: 'a ledger cursor followed with other filters',
+    operationId: 'listLedgerEntries',
+    options: async (): Promise<CallOptions> => {
+      if (isMock) return { query: { kind: 'refund', cursor: 'eyJpIjo1NH0' } };
+      for (let i = 0; i < 2; i++) await call('submitGeneration', { body: minimalSubmit() });
+      const first = await call('listLedgerEntries', { query: { kind: 'charge', limit: 1 } });
+      return { query: { kind: 'refund', limit: 1, cursor: first.json.nextCursor } };
+    },
+    status: 400,
+    code: 'invalid_request',
+    onMock: 'prefer',
+    field: 'cursor',
+  },
+  { name: 'an unknown delivery status', operationId: 'listWebhookDeliveries', options: () => ({ query: { status: 'sent' } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'status' },
+  {
+    name: 'a delivery cursor followed with other filters',
+    operationId: 'listWebhookDeliveries',
+    options: async (): Promise<CallOptions> => {
+      if (isMock) return { query: { status: 'failed', cursor: 'eyJjIjoiMjAyNi0xMS0yMlQxMDowMTowMi4wMDBaIiwiaSI6Im1zZ18wMUpENlpGMCJ9' } };
+      for (let i = 0; i < 2; i++) await endWebhookTask();
+      const first = await call('listWebhookDeliveries', { query: { limit: 1 } });
+      return { query: { status: 'failed', limit: 1, cursor: first.json.nextCursor } };
+    },
+    status: 400,
+    code: 'invalid_request',
+    onMock: 'prefer',
+    field: 'cursor',
+    needs: 'webhookUrl',
+  },
+  { name: 'usage from a date without time and offset', operationId: 'getUsage', options: () => ({ query: { from: '2026-11-20' } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'from' },
+  { name: 'usage to that is not a date', operationId: 'getUsage', options: () => ({ query: { to: 'yesterday' } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'to' },
+  { name: 'usage from not before to', operationId: 'getUsage', options: () => ({ query: { from: '2026-11-23T00:00:00Z', to: '2026-11-20T00:00:00Z' } }), status: 400, code: 'invalid_request', onMock: 'prefer', field: 'from' },
+  { name: 'usage by the hour over 31 days', operationId: 'getUsage', options: () => ({ query: { granularity: 'hour', from: '2026-10-01T00:00:00Z', to: '2026-11-10T00:00:00Z' } }), status: 400, code: 'invalid_request', onMock: 'prefer', field: 'from' },
+  { name: 'usage by the day over 366 days', operationId: 'getUsage', options: () => ({ query: { from: '2024-01-01T00:00:00Z', to: '2026-01-01T00:00:00Z' } }), status: 400, code: 'invalid_request', onMock: 'prefer', field: 'from' },
+  { name: 'an unknown usage granularity', operationId: 'getUsage', options: () => ({ query: { granularity: 'week' } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'granularity' },
+  { name: 'an unknown usage groupBy', operationId: 'getUsage', options: () => ({ query: { groupBy: 'key' } }), status: 400, code: 'invalid_request', onMock: 'natural', field: 'groupBy' },
+  // 400: the bodies of createApiKey and rotateWebhookSecret
+  ...(
+    [
+      ['createApiKey', 'expiresInDays 3651', { expiresInDays: 3651 }, '/expiresInDays'],
+      ['createApiKey', 'expiresInDays 0', { expiresInDays: 0 }, '/expiresInDays'],
+      ['createApiKey', 'a fractional expiresInDays', { expiresInDays: 1.5 }, '/expiresInDays'],
+      ['createApiKey', 'an unknown scope', { scopes: ['tasks:read', 'tasks:admin'] }, '/scopes/1'],
+      ['createApiKey', 'a duplicate scope', { scopes: ['tasks:read', 'tasks:read'] }, '/scopes'],
+      ['createApiKey', 'no scopes', { scopes: [] }, '/scopes'],
+      ['createApiKey', 'an empty name', { name: '' }, '/name'],
+      ['createApiKey', 'a name of 101 characters', { name: 'n'.repeat(101) }, '/name'],
+      ['createApiKey', 'an unknown mode', { mode: 'staging' }, '/mode'],
+      ['createApiKey', 'an unknown field', { label: 'x' }, '/label'],
+      ['rotateWebhookSecret', 'overlapHours 169', { overlapHours: 169 }, '/overlapHours'],
+      ['rotateWebhookSecret', 'overlapHours -1', { overlapHours: -1 }, '/overlapHours'],
+      ['rotateWebhookSecret', 'overlapHours as a string', { overlapHours: '24' }, '/overlapHours'],
+      ['rotateWebhookSecret', 'an unknown field', { overlap: 24 }, '/overlap'],
+    ] as const
+  ).map(
+    ([operationId, what, body, field]): ErrorCase => ({ name: `${operationId}: ${what}`, operationId, options: () => ({ body }), status: 400, code: 'invalid_request', onMock: 'natural', field }),
+  ),
+  ...(['createApiKey', 'rotateWebhookSecret'] as const).flatMap((operationId): ErrorCase[] => [
+    { name: `${operationId}: malformed JSON`, operationId, options: () => ({ rawBody: '{"name": ', headers: { 'Content-Type': 'application/json' } }), status: 400, code: 'invalid_request', onMock: { skip: 'Prism answers malformed JSON in its own format' }, field: '' },
+    { name: `${operationId}: a JSON array body`, operationId, options: () => ({ body: [] }), status: 400, code: 'invalid_request', onMock: 'natural', field: '' },
+  ]),
+  // 401: a key revoked through the API itself, refused from the next request on
+  {
+    name: 'a key revoked with revokeApiKey',
+    operationId: 'getAccount',
+    options: async () => {
+      const minted = await mintKey({ scopes: ['tasks:read'] });
+      if (!isMock) expect((await call('revokeApiKey', { path: { keyId: minted.id } })).status).toBe(200);
+      return { apiKey: minted.key };
+    },
+    status: 401,
+    code: 'unauthorized',
+    onMock: 'prefer',
+  },
+  // 403: a key without the operation's scope (minted through createApiKey, or the read-only key)
+  ...(['getAccount', 'listLedgerEntries', 'getUsage'] as const).map(
+    (operationId): ErrorCase => ({
+      name: `${operationId} with a key lacking tasks:read`,
+      operationId,
+      options: async () => ({ apiKey: (await keyWith('tasks:write', 'keys:manage', 'webhooks:manage')).key }),
+      status: 403,
+      code: 'forbidden',
+      onMock: 'prefer',
+    }),
+  ),
+  ...(['listApiKeys', 'createApiKey', 'revokeApiKey', 'listWebhookDeliveries', 'getWebhookDelivery', 'redeliverWebhook', 'getWebhookSecret', 'rotateWebhookSecret'] as const).map(
+    (operationId): ErrorCase => ({
+      name: `${operationId} with a read-only key`,
+      operationId,
+      options: () => ({ ...ACCOUNT_BASE[operationId], apiKey: target.readOnlyApiKey }),
+      status: 403,
+      code: 'forbidden',
+      onMock: 'prefer',
+      needs: 'readOnlyApiKey',
+    }),
+  ),
+  ...(
+    [
+      ['listApiKeys', 'webhooks:manage'],
+      ['createApiKey', 'webhooks:manage'],
+      ['getWebhookSecret', 'keys:manage'],
+      ['rotateWebhookSecret', 'keys:manage'],
+    ] as const
+  ).map(
+    ([operationId, scope]): ErrorCase => ({
+      name: `${operationId} with a key of every scope but ${operationId.includes('Webhook') ? 'webhooks:manage' : 'keys:manage'}`,
+      operationId,
+      options: async () => ({ ...ACCOUNT_BASE[operationId], apiKey: (await keyWith('tasks:read', 'tasks:write', scope)).key }),
+      status: 403,
+      code: 'forbidden',
+      onMock: 'prefer',
+    }),
+  ),
+  {
+    name: 'a key issuing a key with scopes it lacks',
+    operationId: 'createApiKey',
+    options: async () => ({ body: { scopes: ['keys:manage', 'tasks:write'] }, apiKey: (await keyWith('keys:manage')).key }),
+    status: 403,
+    code: 'forbidden',
+    onMock: 'prefer',
+    field: '/scopes/1',
+  },
+  {
+    name: 'a test key issuing a live key',
+    operationId: 'createApiKey',
+    options: async () => ({ body: { mode: 'live' }, apiKey: (await mintKey({ mode: 'test', scopes: ['keys:manage'] })).key }),
+    status: 403,
+    code: 'forbidden',
+    onMock: 'prefer',
+    field: '/mode',
+  },
+  // 404: ids that are not the account's (unknown, of another shape, another account's)
+  ...(
+    [
+      ['revokeApiKey', 'keyId', UNKNOWN_KEY_ID, 'not-a-key-id'],
+      ['getWebhookDelivery', 'deliveryId', UNKNOWN_DELIVERY_ID, 'not-a-delivery-id'],
+      ['redeliverWebhook', 'deliveryId', UNKNOWN_DELIVERY_ID, 'not-a-delivery-id'],
+    ] as const
+  ).flatMap(([operationId, param, unknown, otherShape]): ErrorCase[] => [
+    { name: `${operationId}: an unknown id`, operationId, options: () => ({ path: { [param]: unknown } }), status: 404, code: 'not_found', onMock: 'prefer' },
+    { name: `${operationId}: an id of another shape`, operationId, options: () => ({ path: { [param]: otherShape } }), status: 404, code: 'not_found', onMock: 'prefer' },
+  ]),
+  {
+    name: 'revoking another account’s key',
+    operationId: 'revokeApiKey',
+    options: async () => ({ path: { keyId: await ownKeyId(target.otherApiKey!) } }),
+    status: 404,
+    code: 'not_found',
+    onMock: { skip: 'the mock has no accounts' },
+    needs: 'otherApiKey',
+  },
+  ...(['getWebhookDelivery', 'redeliverWebhook'] as const).map(
+    (operationId): ErrorCase => ({
+      name: `${operationId}: another account’s delivery`,
+      operationId,
+      options: async () => ({ path: { deliveryId: (await endedWebhookTask(target.otherApiKey)).deliveryId } }),
+      status: 404,
+      code: 'not_found',
+      onMock: { skip: 'the mock has no accounts' },
+      needs: ['otherApiKey', 'webhookUrl'],
+    }),
+  ),
+  // 409: a key revoking itself (a fresh one, so nothing is lost should it succeed)
+  {
+    name: 'a key revoking itself',
+    operationId: 'revokeApiKey',
+    options: async () => {
+      const minted = await mintKey({ scopes: ['keys:manage'] });
+      return { path: { keyId: minted.id }, apiKey: minted.key };
+    },
+    status: 409,
+    code: 'invalid_state',
+    onMock: 'prefer',
+    field: 'keyId',
+  },
+  // 413, 415 on the bodies
+  ...(['createApiKey', 'rotateWebhookSecret'] as const).flatMap((operationId): ErrorCase[] => [
+    // Valid otherwise (the schemas allow no large value): `{}` padded with whitespace.
+    { name: `${operationId}: a body over 64 KiB`, operationId, options: () => ({ rawBody: `{${' '.repeat(70_000)}}`, headers: { 'Content-Type': 'application/json' } }), status: 413, code: 'payload_too_large', onMock: 'prefer' },
+    { name: `${operationId}: a body that is not declared JSON`, operationId, options: () => ({ rawBody: '{}', headers: { 'Content-Type': 'text/plain' } }), status: 415, code: 'unsupported_media_type', onMock: 'natural' },
+    { name: `${operationId}: a form body`, operationId, options: () => ({ rawBody: 'overlapHours=24', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } }), status: 415, code: 'unsupported_media_type', onMock: 'natural' },
+  ]),
+  // 429: the read budget all of them share (documented shape; the server's own tests provoke it)
+  ...(Object.keys(ACCOUNT_BASE) as (keyof typeof ACCOUNT_BASE)[]).map(
+    (operationId): ErrorCase => ({ name: `${operationId}: read rate over the limit`, operationId, options: () => ({ ...ACCOUNT_BASE[operationId] }), status: 429, code: 'rate_limited', onMock: 'prefer', needs: 'baseUrl' }),
+  ),
   // 429, 500, 503: documented shapes (the server's own tests provoke them)
   { name: 'submission rate over the limit', operationId: 'submitGeneration', options: () => ({ body: minimalSubmit() }), status: 429, code: 'rate_limited', onMock: 'prefer', needs: 'baseUrl' },
   { name: 'read rate over the limit', operationId: 'listModels', options: () => ({}), status: 429, code: 'rate_limited', onMock: 'prefer', needs: 'baseUrl' },
@@ -166,6 +388,12 @@ const SERVER_SIDE_ONLY: Record<string, string> = {
   'an Idempotency-Key still in progress': 'a claim and its answer commit together; apps/server/test/store.test.ts shows it',
   'submission rate over the limit': 'rate limits arrive with the hardening issue',
   'read rate over the limit': 'rate limits arrive with the hardening issue',
+  ...Object.fromEntries(
+    Object.keys(ACCOUNT_BASE).map((operationId) => [
+      `${operationId}: read rate over the limit`,
+      'the harness sets the read budget (VIDGEN_RATE_LIMIT_READS) above the suite’s pace; operations.test.ts shows these operations spend it (RateLimit-Policy "read") and apps/server/test/limits.test.ts refuses past it',
+    ]),
+  ),
   'an unexpected failure': 'needs a failing store; apps/server/test/http.test.ts shows it',
   'a draining service': 'needs a draining process; apps/server/test/http.test.ts shows it',
 };
@@ -173,7 +401,8 @@ const SERVER_SIDE_ONLY: Record<string, string> = {
 function skipReason(c: ErrorCase): string | undefined {
   if (isMock && typeof c.onMock === 'object') return c.onMock.skip;
   if (!isMock && SERVER_SIDE_ONLY[c.name]) return SERVER_SIDE_ONLY[c.name];
-  if (!isMock && c.needs && !target[c.needs]) return `needs VIDGEN_${c.needs.replace(/[A-Z]/g, (l) => `_${l}`).toUpperCase()}`;
+  const missing = (Array.isArray(c.needs) ? c.needs : c.needs ? [c.needs] : []).filter((need) => !target[need]);
+  if (!isMock && missing.length) return `needs ${missing.map((need) => ENV_OF[need] ?? `VIDGEN_${need.replace(/[A-Z]/g, (l) => `_${l}`).toUpperCase()}`).join(' and ')}`;
   return undefined;
 }
 

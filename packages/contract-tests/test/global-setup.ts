@@ -81,6 +81,8 @@ async function startServer(databaseUrl: string | undefined): Promise<{ target: T
     VIDGEN_RATE_LIMIT_READS: '10000',
     VIDGEN_MAX_ACTIVE_TASKS: '1000',
     VIDGEN_LOG_LEVEL: 'warn',
+    // Tasks with a loopback webhookUrl are accepted and delivered to, so the suite can make webhook deliveries.
+    VIDGEN_WEBHOOK_ALLOW_LOOPBACK: 'true',
     PORT: '0',
     HOST: '127.0.0.1',
     ...(databaseUrl ? { VIDGEN_DATABASE_URL: databaseUrl } : {}),
@@ -92,17 +94,21 @@ async function startServer(databaseUrl: string | undefined): Promise<{ target: T
   const account = async (name: string, credits: number) => (await cli('accounts', 'create', '--name', name, '--credits', String(credits))).id as string;
   const key = async (accountId: string, ...extra: string[]) => (await cli('keys', 'create', '--account', accountId, ...extra)).key as string;
 
+  // `keys create` gives the task scopes by default; the suite's keys manage keys and webhooks too.
+  const allScopes = ['--scopes', 'tasks:read,tasks:write,keys:manage,webhooks:manage'];
   const main = await account('contract', 10_000_000);
   const revoked = await cli('keys', 'create', '--account', main);
   await cli('keys', 'revoke', revoked.id);
   const target: Target = {
     baseUrl: '',
     kind: 'server',
-    apiKey: await key(main),
+    apiKey: await key(main, ...allScopes),
     readOnlyApiKey: await key(main, '--scopes', 'tasks:read'),
     noCreditsApiKey: await key(await account('contract-no-credits', 0)),
-    otherApiKey: await key(await account('contract-other', 1_000_000)),
+    otherApiKey: await key(await account('contract-other', 1_000_000), ...allScopes),
     revokedApiKey: revoked.key,
+    // Nothing listens there (the port was free a moment ago): every attempt fails, and the delivery is kept.
+    webhookUrl: `https://127.0.0.1:${await freePort()}/contract-webhook`,
   };
 
   const server = spawn(tsx, ['src/main.ts'], { cwd: serverDir, env: serverEnv, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -144,6 +150,7 @@ export default async function setup(project: TestProject) {
       noCreditsApiKey: env('VIDGEN_NO_CREDITS_API_KEY'),
       otherApiKey: env('VIDGEN_OTHER_API_KEY'),
       revokedApiKey: env('VIDGEN_REVOKED_API_KEY'),
+      webhookUrl: env('VIDGEN_CONTRACT_WEBHOOK_URL'),
     };
   } else {
     const mock = await startMock();
@@ -157,6 +164,8 @@ export default async function setup(project: TestProject) {
       noCreditsApiKey: 'vg_test_nocreditsnocreditsnocre0',
       otherApiKey: 'vg_test_otheraccountotheraccoun0',
       revokedApiKey: 'vg_test_revokedrevokedrevokedre0',
+      // Prism calls no webhook.
+      webhookUrl: 'https://hooks.example.com/vidgen',
     };
   }
   project.provide('target', target);

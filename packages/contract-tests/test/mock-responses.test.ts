@@ -4,7 +4,7 @@
  * developer gets from `Prefer: code=…, example=…` is what the server will send.
  */
 import { describe, it } from 'vitest';
-import { minimalSubmit, MOCK_TASK_ID } from '../src/fixtures.js';
+import { minimalSubmit, MOCK_DELIVERY_ID, MOCK_KEY_ID, MOCK_TASK_ID } from '../src/fixtures.js';
 import { call, expectConforms, type CallOptions } from '../src/http.js';
 import { deref, operations, type JsonObject } from '../src/spec.js';
 import { isMock } from '../src/target.js';
@@ -13,6 +13,8 @@ function validRequest(operationId: string): CallOptions {
   if (operationId === 'submitGeneration') return { body: minimalSubmit() };
   if (operationId === 'getGeneration' || operationId === 'cancelGeneration') return { path: { requestId: MOCK_TASK_ID } };
   if (operationId === 'receiveUpstreamCallback') return { path: { requestId: MOCK_TASK_ID }, query: { token: '3yQmE0bq7xWk2nV9cR1tZ5pL8sD4fH6jA0uG2oI7eKw' }, body: { status: 'succeeded' }, apiKey: null };
+  if (operationId === 'revokeApiKey') return { path: { keyId: MOCK_KEY_ID } };
+  if (operationId === 'getWebhookDelivery' || operationId === 'redeliverWebhook') return { path: { deliveryId: MOCK_DELIVERY_ID } };
   if (operationId === 'getOutputFile') return { path: { fileName: `${MOCK_TASK_ID}.mp4` }, query: { expires: '1764410462', sig: '6q1oVbQf3WcR0m2xk3P9' }, apiKey: null };
   return {};
 }

@@ -1,14 +1,16 @@
 /**
  * Every operation of the spec, called the way a client would, with each answer
  * validated against the spec. Against the real server the answers' meaning is
- * checked too (defaults applied, price, lifecycle, pagination); against the
- * mock, only their shape.
+ * checked too (defaults applied, price, lifecycle, pagination, the account's
+ * ledger, keys and webhook deliveries, tenant isolation); against the mock, only
+ * their shape.
  */
 import { afterAll, describe, expect, it } from 'vitest';
+import { endedWebhookTask, keyWith, mintKey, ownKeyId } from '../src/account.js';
 import { minimalSubmit, MOCK_TASK_ID, submitExamples } from '../src/fixtures.js';
 import { call, exercised, expectConforms, send, untilTerminal } from '../src/http.js';
 import { bundleText, operations } from '../src/spec.js';
-import { isMock } from '../src/target.js';
+import { isMock, target } from '../src/target.js';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
@@ -187,6 +189,308 @@ describe('operations', () => {
       expectConforms('listModels', reply, 200);
       expect(reply.json.data.map((m: { id: string }) => m.id).sort()).toEqual(['vidgen-1.5-pro', 'vidgen-2.0', 'vidgen-2.0-fast']);
     });
+  });
+
+  describe('getAccount', () => {
+    it('answers the account and the calling key with 200', async () => {
+      const reply = await call('getAccount');
+      expectConforms('getAccount', reply, 200);
+      if (!isMock) {
+        // The hint shows the key's last characters; the key itself is never answered.
+        expect(target.apiKey.endsWith(reply.json.key.hint.slice(-4))).toBe(true);
+        expect(reply.text).not.toContain(target.apiKey);
+        expect(reply.json.key.scopes).toEqual(expect.arrayContaining(['tasks:read', 'tasks:write', 'keys:manage', 'webhooks:manage']));
+      }
+    });
+
+    it.skipIf(isMock)('holds the credits of an active task and counts it', async () => {
+      const { creditsCharged } = await submitted(longRender());
+      const reply = await call('getAccount');
+      expectConforms('getAccount', reply, 200);
+      expect(reply.json.creditsHeld).toBeGreaterThanOrEqual(creditsCharged);
+      expect(reply.json.activeTasks).toBeGreaterThanOrEqual(1);
+    });
+
+    it.skipIf(isMock || !target.otherApiKey)('answers only the calling key’s own account', async () => {
+      const mine = await call('getAccount');
+      const theirs = await call('getAccount', { apiKey: target.otherApiKey });
+      expectConforms('getAccount', theirs, 200);
+      expect(theirs.json.id).not.toBe(mine.json.id);
+      expect(theirs.json.key.id).not.toBe(mine.json.key.id);
+    });
+  });
+
+  describe('listLedgerEntries', () => {
+    it('answers a page with 200', async () => {
+      const reply = await call('listLedgerEntries', { query: { limit: 2 } });
+      expectConforms('listLedgerEntries', reply, 200);
+      // The mock answers its example page whatever the limit.
+      if (!isMock) expect(reply.json.data.length).toBeLessThanOrEqual(2);
+    });
+
+    it.skipIf(isMock)('shows a cancelled task’s charge and its refund, filtered by requestId', async () => {
+      const { requestId, creditsCharged } = await submitted(longRender());
+      expectConforms('cancelGeneration', await call('cancelGeneration', { path: { requestId } }), 200);
+      const reply = await call('listLedgerEntries', { query: { requestId } });
+      expectConforms('listLedgerEntries', reply, 200);
+      expect(reply.json.data.map((e: { kind: string; amount: number; requestId: string }) => [e.kind, e.amount, e.requestId])).toEqual([
+        ['refund', creditsCharged, requestId],
+        ['charge', -creditsCharged, requestId],
+      ]);
+      expect(reply.json.nextCursor).toBeNull();
+    });
+
+    it.skipIf(isMock)('walks pages of one kind, newest first, keeping the filter in the cursor', async () => {
+      for (let i = 0; i < 3; i++) await submitted();
+      const seen: { id: string; kind: string; createdAt: string }[] = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < 3; page++) {
+        const reply = await call('listLedgerEntries', { query: { limit: 2, kind: 'charge', ...(cursor ? { cursor } : {}) } });
+        expectConforms('listLedgerEntries', reply, 200);
+        seen.push(...reply.json.data);
+        cursor = reply.json.nextCursor ?? undefined;
+        if (!cursor) break;
+      }
+      expect(seen.length).toBeGreaterThanOrEqual(3);
+      expect(seen.every((e) => e.kind === 'charge')).toBe(true);
+      expect(new Set(seen.map((e) => e.id)).size).toBe(seen.length);
+      const times = seen.map((e) => Date.parse(e.createdAt));
+      expect([...times].sort((a, b) => b - a)).toEqual(times);
+    });
+
+    it.skipIf(isMock || !target.otherApiKey)('matches nothing for another account’s task', async () => {
+      const theirs = await call('submitGeneration', { body: minimalSubmit(), apiKey: target.otherApiKey });
+      expectConforms('submitGeneration', theirs, 202);
+      const reply = await call('listLedgerEntries', { query: { requestId: theirs.json.requestId } });
+      expectConforms('listLedgerEntries', reply, 200);
+      expect(reply.json).toEqual({ success: true, data: [], nextCursor: null });
+    });
+  });
+
+  describe('getUsage', () => {
+    it('answers the last 30 days, day by day, with 200', async () => {
+      const reply = await call('getUsage');
+      expectConforms('getUsage', reply, 200);
+      if (!isMock) {
+        expect(reply.json).toMatchObject({ granularity: 'day', groupBy: null });
+        expect(reply.json.data.length).toBeGreaterThanOrEqual(30);
+        expect(reply.json.data[0].start).toBe(reply.json.from);
+        expect(reply.json.data.at(-1).end).toBe(reply.json.to);
+      }
+    });
+
+    it('answers hours by model', async () => {
+      const charged = isMock ? 0 : (await submitted()).creditsCharged;
+      const now = Date.now();
+      const query = { granularity: 'hour', groupBy: 'model', from: new Date(now - 3_600_000).toISOString(), to: new Date(now).toISOString() };
+      const reply = await call('getUsage', { query });
+      expectConforms('getUsage', reply, 200);
+      if (!isMock) {
+        expect(reply.json).toMatchObject({ granularity: 'hour', groupBy: 'model' });
+        const models = new Set(reply.json.data.map((b: { model: string }) => b.model));
+        expect([...models].sort()).toEqual(['vidgen-1.5-pro', 'vidgen-2.0', 'vidgen-2.0-fast']);
+        for (const b of reply.json.data) expect(b.creditsNet).toBe(b.creditsCharged - b.creditsRefunded);
+        // The task just accepted is charged within the range, on its model.
+        const fast = reply.json.data.filter((b: { model: string }) => b.model === 'vidgen-2.0-fast');
+        expect(fast.reduce((sum: number, b: { creditsCharged: number }) => sum + b.creditsCharged, 0)).toBeGreaterThanOrEqual(charged);
+      }
+    });
+  });
+
+  describe('listApiKeys', () => {
+    it('lists the account’s keys with 200', async () => {
+      const reply = await call('listApiKeys');
+      expectConforms('listApiKeys', reply, 200);
+      if (!isMock) {
+        const minted = await keyWith('tasks:read');
+        const ids = reply.json.data.map((k: { id: string }) => k.id);
+        expect(ids).toContain(await ownKeyId(target.apiKey));
+        const again = await call('listApiKeys');
+        expect(again.json.data.map((k: { id: string }) => k.id)).toContain(minted.id);
+        // Hints only, never a key.
+        expect(again.text).not.toContain(minted.key);
+        const times = again.json.data.map((k: { createdAt: string }) => Date.parse(k.createdAt));
+        expect([...times].sort((a, b) => b - a)).toEqual(times);
+      }
+    });
+
+    it.skipIf(isMock || !target.otherApiKey)('lists no key of another account', async () => {
+      const theirs = await ownKeyId(target.otherApiKey!);
+      const reply = await call('listApiKeys');
+      expectConforms('listApiKeys', reply, 200);
+      expect(reply.json.data.map((k: { id: string }) => k.id)).not.toContain(theirs);
+    });
+  });
+
+  describe('createApiKey', () => {
+    it('issues a narrower key with 201, shown once', async () => {
+      const body = { name: 'contract suite: read-only', scopes: ['tasks:read'], expiresInDays: 90 };
+      const reply = await call('createApiKey', { body });
+      expectConforms('createApiKey', reply, 201);
+      if (!isMock) {
+        expect(reply.headers.get('cache-control')).toBe('no-store');
+        expect(reply.json).toMatchObject({ name: body.name, scopes: ['tasks:read'], revokedAt: null });
+        expect(reply.json.key.endsWith(reply.json.hint.slice(-4))).toBe(true);
+        const expires = Date.parse(reply.json.expiresAt) - Date.parse(reply.json.createdAt);
+        expect(expires).toBe(90 * 86_400_000);
+        // It works, as itself, with the scopes asked for.
+        const account = await call('getAccount', { apiKey: reply.json.key });
+        expectConforms('getAccount', account, 200);
+        expect(account.json.key).toMatchObject({ id: reply.json.id, scopes: ['tasks:read'] });
+        expectConforms('submitGeneration', await call('submitGeneration', { body: minimalSubmit(), apiKey: reply.json.key }), 403);
+      }
+    });
+
+    it('issues a key like the calling one without a body', async () => {
+      const reply = await call('createApiKey');
+      expectConforms('createApiKey', reply, 201);
+      if (!isMock) {
+        const caller = (await call('getAccount')).json.key;
+        expect(reply.json).toMatchObject({ mode: caller.mode, scopes: caller.scopes, name: null, expiresAt: null });
+      }
+    });
+  });
+
+  describe('revokeApiKey', () => {
+    it('revokes a key with 200', async () => {
+      const minted = await mintKey({ scopes: ['tasks:read'] });
+      const reply = await call('revokeApiKey', { path: { keyId: minted.id } });
+      expectConforms('revokeApiKey', reply, 200);
+      expect(reply.json.key.id).toBe(minted.id);
+      if (!isMock) {
+        expect(reply.json.key.revokedAt).not.toBeNull();
+        // Refused at once, and answered 200 again with the same revokedAt.
+        expectConforms('getAccount', await call('getAccount', { apiKey: minted.key }), 401);
+        const again = await call('revokeApiKey', { path: { keyId: minted.id } });
+        expectConforms('revokeApiKey', again, 200);
+        expect(again.json.key.revokedAt).toBe(reply.json.key.revokedAt);
+        const listed = (await call('listApiKeys')).json.data.find((k: { id: string }) => k.id === minted.id);
+        expect(listed.revokedAt).toBe(reply.json.key.revokedAt);
+      }
+    });
+  });
+
+  describe('listWebhookDeliveries', () => {
+    it('answers a page with 200', async () => {
+      const reply = await call('listWebhookDeliveries', { query: { limit: 1 } });
+      expectConforms('listWebhookDeliveries', reply, 200);
+      if (!isMock) expect(reply.json.data.length).toBeLessThanOrEqual(1);
+    });
+
+    it.skipIf(isMock || !target.webhookUrl)('lists the delivery of a task that ended with a webhookUrl, by requestId and by status', async () => {
+      const { requestId, deliveryId } = await endedWebhookTask();
+      const reply = await call('listWebhookDeliveries', { query: { requestId } });
+      expectConforms('listWebhookDeliveries', reply, 200);
+      expect(reply.json.data).toHaveLength(1);
+      const delivery = reply.json.data[0];
+      expect(delivery).toMatchObject({ id: deliveryId, requestId, url: target.webhookUrl, eventType: 'video.generation.cancelled' });
+      const byStatus = await call('listWebhookDeliveries', { query: { status: delivery.status, limit: 100 } });
+      expectConforms('listWebhookDeliveries', byStatus, 200);
+      expect(byStatus.json.data.every((d: { status: string }) => d.status === delivery.status)).toBe(true);
+    });
+
+    it.skipIf(isMock || !target.webhookUrl || !target.otherApiKey)('walks pages newest first without repeats', async () => {
+      await endedWebhookTask();
+      await endedWebhookTask(target.otherApiKey);
+      const seen: { id: string; createdAt: string }[] = [];
+      let cursor: string | undefined;
+      do {
+        const reply = await call('listWebhookDeliveries', { query: { limit: 1, ...(cursor ? { cursor } : {}) } });
+        expectConforms('listWebhookDeliveries', reply, 200);
+        seen.push(...reply.json.data);
+        cursor = reply.json.nextCursor ?? undefined;
+      } while (cursor && seen.length < 1_000);
+      expect(new Set(seen.map((d) => d.id)).size).toBe(seen.length);
+      const times = seen.map((d) => Date.parse(d.createdAt));
+      expect([...times].sort((a, b) => b - a)).toEqual(times);
+      // Only the account's own: the other account's delivery is not among them.
+      const theirs = await endedWebhookTask(target.otherApiKey);
+      expect(seen.map((d) => d.id)).not.toContain(theirs.deliveryId);
+    });
+  });
+
+  describe('getWebhookDelivery', () => {
+    it.skipIf(!isMock && !target.webhookUrl)('answers a delivery and its attempts with 200', async () => {
+      const { requestId, deliveryId } = await endedWebhookTask();
+      const reply = await call('getWebhookDelivery', { path: { deliveryId } });
+      expectConforms('getWebhookDelivery', reply, 200);
+      expect(reply.json.id).toBe(deliveryId);
+      if (!isMock) {
+        expect(reply.json.requestId).toBe(requestId);
+        expect(reply.json.attemptHistory).toHaveLength(reply.json.attempts);
+      }
+    });
+  });
+
+  describe('redeliverWebhook', () => {
+    it.skipIf(!isMock && !target.webhookUrl)('schedules a delivery again with 202', async () => {
+      const { deliveryId } = await endedWebhookTask();
+      const reply = await call('redeliverWebhook', { path: { deliveryId } });
+      expectConforms('redeliverWebhook', reply, 202);
+      expect(reply.json.delivery.id).toBe(deliveryId);
+      if (!isMock) {
+        expect(reply.json.delivery.status).toBe('pending');
+        expect(reply.json.delivery.nextAttemptAt).not.toBeNull();
+        expectConforms('getWebhookDelivery', await call('getWebhookDelivery', { path: { deliveryId } }), 200);
+      }
+    });
+  });
+
+  describe('getWebhookSecret and rotateWebhookSecret', () => {
+    it('getWebhookSecret answers the signing secret with 200', async () => {
+      const reply = await call('getWebhookSecret');
+      expectConforms('getWebhookSecret', reply, 200);
+      expect(reply.json.secret).toMatch(/^whsec_/);
+      if (!isMock) expect(reply.headers.get('cache-control')).toBe('no-store');
+    });
+
+    it('rotateWebhookSecret answers a new secret with 200', async () => {
+      const before = await call('getWebhookSecret');
+      const reply = await call('rotateWebhookSecret', { body: { overlapHours: 24 } });
+      expectConforms('rotateWebhookSecret', reply, 200);
+      if (!isMock) {
+        expect(reply.headers.get('cache-control')).toBe('no-store');
+        expect(reply.json.secret).not.toBe(before.json.secret);
+        const overlap = Date.parse(reply.json.previousSecretValidUntil) - Date.now();
+        expect(overlap).toBeGreaterThan(23 * 3_600_000);
+        expect(overlap).toBeLessThanOrEqual(24 * 3_600_000);
+        const after = await call('getWebhookSecret');
+        expectConforms('getWebhookSecret', after, 200);
+        expect(after.json).toEqual(reply.json);
+      }
+    });
+
+    it.skipIf(isMock)('rotates with overlapHours 0 (the old secret retired) and with no body (24 hours)', async () => {
+      const now = await call('rotateWebhookSecret', { body: { overlapHours: 0 } });
+      expectConforms('rotateWebhookSecret', now, 200);
+      expect(now.json.previousSecretValidUntil).toBeNull();
+      const byDefault = await call('rotateWebhookSecret');
+      expectConforms('rotateWebhookSecret', byDefault, 200);
+      expect(byDefault.json.secret).not.toBe(now.json.secret);
+      expect(Date.parse(byDefault.json.previousSecretValidUntil) - Date.now()).toBeGreaterThan(23 * 3_600_000);
+    });
+  });
+
+  it.skipIf(isMock)('the account holder’s operations spend the read budget, and say so', async () => {
+    const deliveryId = target.webhookUrl ? (await endedWebhookTask()).deliveryId : 'msg_00000000000000000000000000';
+    const replies = [
+      await call('getAccount'),
+      await call('listLedgerEntries'),
+      await call('getUsage'),
+      await call('listApiKeys'),
+      await call('createApiKey', { body: { scopes: ['tasks:read'], name: 'contract suite: budget' } }),
+      await call('revokeApiKey', { path: { keyId: 'key_00000000000000000000000000' } }),
+      await call('listWebhookDeliveries'),
+      await call('getWebhookDelivery', { path: { deliveryId } }),
+      await call('redeliverWebhook', { path: { deliveryId } }),
+      await call('getWebhookSecret'),
+      await call('rotateWebhookSecret'),
+    ];
+    for (const reply of replies) {
+      expect(reply.status, reply.text.slice(0, 200)).toBeLessThan(500);
+      expect(reply.headers.get('ratelimit-policy'), reply.text.slice(0, 200)).toMatch(/^"read";/);
+      expect(reply.headers.get('ratelimit')).toMatch(/^"read";r=\d+;t=\d+$/);
+    }
   });
 
   describe('receiveUpstreamCallback', () => {
