@@ -4,7 +4,7 @@
  * writes BENCHMARKS.md at the repository root.
  *
  *   pnpm bench [--quick] [--write | --no-write] [--cpu-prof [--cpu-prof-dir DIR]]
- *              [--seconds 10] [--connections 50] [--threads 1] [--skip http,scale,rss,pipeline,upstream]
+ *              [--seconds 10] [--connections 50] [--threads 1] [--skip http,scale,rss,pipeline,upstream,usage]
  *              [--only query,missing,list,models,submit,cancel] [--note TEXT]
  *
  * 1. HTTP. The ceiling (bench/http/ceiling.ts: a bare Hono app on
@@ -31,6 +31,11 @@
  *    BytePlus stand-in, one server process; --quick: 200 of 10 s), its section
  *    `## Upstream following` before the targets. Skipped, the section a
  *    previous run (or `pnpm bench:upstream --write`) wrote is kept.
+ * 6. Account usage: bench/usage.ts (GET /account/usage, 90 days by day, also
+ *    by model, and 7 days by hour, on an account with 1,000,000 tasks and the
+ *    usage_hourly rows they made; --quick: 100,000 tasks), its section
+ *    `## Account usage` before the targets. Skipped, the section a previous
+ *    run (or `pnpm bench:usage --write`) wrote is kept.
  *
  * The account and its key are made with the operator CLI; every child process
  * is stopped when the run ends, fails or is interrupted. BENCHMARKS.md is
@@ -49,6 +54,7 @@ import { describeMachine, judgeTargets, renderReport, type Results, type ScaleRe
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
 import { runWrk, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
 import { judgeUpstream, placeSection, renderUpstreamSection, runUpstreamBench, sectionOf, UPSTREAM_FULL, UPSTREAM_QUICK } from './upstream.js';
+import { judgeUsage, placeUsageSection, renderUsageSection, runUsageBench, USAGE_FULL, USAGE_QUICK, usageSectionOf } from './usage.js';
 
 /** The line after which BENCHMARKS.md is written by hand. */
 const ANALYSIS_MARKER = '<!-- written by hand below: kept by every run -->';
@@ -81,6 +87,7 @@ const SCALE_ROUNDS = 3;
 const RSS_REQUESTS = QUICK ? 100_000 : FULL.rssRequests;
 const PIPELINE = QUICK ? { tasks: 300, concurrency: 32, paced: 40, rate: 20 } : { tasks: 2000, concurrency: 32, paced: 200, rate: 20 };
 const UPSTREAM = QUICK ? UPSTREAM_QUICK : UPSTREAM_FULL;
+const USAGE = QUICK ? USAGE_QUICK : USAGE_FULL;
 const SKIP = new Set(args.skip.split(',').filter(Boolean));
 const ONLY = args.only ? new Set(args.only.split(',').filter(Boolean)) : undefined;
 const REPO_ROOT = resolve(SERVER_ROOT, '../..');
@@ -206,6 +213,8 @@ let ceiling: NodeService | undefined;
 let floor: NodeService | undefined;
 /** The `## Upstream following` section of this run (bench/upstream.ts renders and judges it). */
 let upstreamSection: string | undefined;
+/** The `## Account usage` section of this run (bench/usage.ts renders and judges it). */
+let usageSection: string | undefined;
 try {
   // --- The main store: the account, a real succeeded task, 999 copies of it (1,000 tasks).
   const main = await createStore(join(work, 'main'));
@@ -511,6 +520,14 @@ try {
     const notes = QUICK ? [`A --quick run: ${UPSTREAM.tasks} tasks of ${UPSTREAM.runSeconds} s, not the target's 1,000 of 60 s.`] : [];
     upstreamSection = renderUpstreamSection(upstream, judgeUpstream(upstream), results.command, notes, { loadNote: false });
   }
+
+  // --- Account usage: bench/usage.ts, its own store and server, the same wrk load.
+  if (!SKIP.has('usage')) {
+    log(`account usage: ${USAGE.tasks.toLocaleString('en-US')} tasks (bench/usage.ts)`);
+    const usage = await runUsageBench({ tasks: USAGE.tasks, load: LOAD, warmupSeconds: WARMUP.seconds, nodeArgs: SERVER_NODE_ARGS, log: (line) => log(`usage: ${line}`) });
+    const notes = QUICK ? [`A --quick run: ${USAGE.tasks.toLocaleString('en-US')} tasks, ${LOAD.seconds} s runs, not the target's ${USAGE_FULL.tasks.toLocaleString('en-US')} tasks.`] : [];
+    usageSection = renderUsageSection(usage, judgeUsage(usage), results.command, notes, { loadNote: false });
+  }
 } finally {
   if (mainServer) await stop(mainServer.child);
   if (ceiling) await stop(ceiling.child);
@@ -519,7 +536,8 @@ try {
 }
 
 const targets = judgeTargets(results, FULL);
-const report = upstreamSection ? placeSection(renderReport(results, targets), upstreamSection) : renderReport(results, targets);
+const withUpstream = upstreamSection ? placeSection(renderReport(results, targets), upstreamSection) : renderReport(results, targets);
+const report = usageSection ? placeUsageSection(withUpstream, usageSection) : withUpstream;
 console.log(`\n${report}`);
 const write = args.write || (!QUICK && !CPU_PROFILE_DIR && !ONLY && SKIP.size === 0 && !args['no-write']);
 if (write) {
@@ -529,7 +547,12 @@ if (write) {
   const analysis = previous.includes(ANALYSIS_MARKER) ? previous.slice(previous.indexOf(ANALYSIS_MARKER)) : '';
   // The upstream part skipped: the section of the run that last measured it stays.
   const keptUpstream = upstreamSection ? undefined : sectionOf(previous);
-  writeFileSync(target, `${keptUpstream ? placeSection(report, keptUpstream) : report}\n${analysis ? `\n${analysis}` : ''}`);
+  // Likewise the account usage part.
+  const keptUsage = usageSection ? undefined : usageSectionOf(previous);
+  const withKeptUpstream = keptUpstream ? placeSection(report, keptUpstream) : report;
+  // After the upstream section when both are kept: placeSection inserts before `## Targets`.
+  const written = keptUsage ? placeUsageSection(withKeptUpstream, keptUsage) : withKeptUpstream;
+  writeFileSync(target, `${written}\n${analysis ? `\n${analysis}` : ''}`);
   log(`written to ${join(REPO_ROOT, 'BENCHMARKS.md')}`);
 }
 if (CPU_PROFILE_DIR && existsSync(CPU_PROFILE_DIR)) {
