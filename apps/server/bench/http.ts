@@ -53,11 +53,10 @@ import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
 import { runWrk, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
-import { judgeUpstream, placeSection, renderUpstreamSection, runUpstreamBench, sectionOf, UPSTREAM_FULL, UPSTREAM_QUICK } from './upstream.js';
-import { judgeUsage, placeUsageSection, renderUsageSection, runUsageBench, USAGE_FULL, USAGE_QUICK, usageSectionOf } from './usage.js';
+import { judgeUpstream, renderUpstreamSection, runUpstreamBench, SECTION_HEADING as UPSTREAM_HEADING, UPSTREAM_FULL, UPSTREAM_QUICK } from './upstream.js';
+import { judgeUsage, renderUsageSection, runUsageBench, SECTION_HEADING as USAGE_HEADING, USAGE_FULL, USAGE_QUICK } from './usage.js';
+import { ANALYSIS_MARKER, placeSection, sectionOf } from './http/sections.js';
 
-/** The line after which BENCHMARKS.md is written by hand. */
-const ANALYSIS_MARKER = '<!-- written by hand below: kept by every run -->';
 
 const { values: args } = parseArgs({
   // `pnpm bench -- --quick` passes the `--` on; it is not the end of the options here.
@@ -536,8 +535,8 @@ try {
 }
 
 const targets = judgeTargets(results, FULL);
-const withUpstream = upstreamSection ? placeSection(renderReport(results, targets), upstreamSection) : renderReport(results, targets);
-const report = usageSection ? placeUsageSection(withUpstream, usageSection) : withUpstream;
+const withUpstream = upstreamSection ? placeSection(renderReport(results, targets), UPSTREAM_HEADING, upstreamSection) : renderReport(results, targets);
+const report = usageSection ? placeSection(withUpstream, USAGE_HEADING, usageSection) : withUpstream;
 console.log(`\n${report}`);
 const write = args.write || (!QUICK && !CPU_PROFILE_DIR && !ONLY && SKIP.size === 0 && !args['no-write']);
 if (write) {
@@ -546,12 +545,12 @@ if (write) {
   const previous = existsSync(target) ? readFileSync(target, 'utf8') : '';
   const analysis = previous.includes(ANALYSIS_MARKER) ? previous.slice(previous.indexOf(ANALYSIS_MARKER)) : '';
   // The upstream part skipped: the section of the run that last measured it stays.
-  const keptUpstream = upstreamSection ? undefined : sectionOf(previous);
+  const keptUpstream = upstreamSection ? undefined : sectionOf(previous, UPSTREAM_HEADING);
   // Likewise the account usage part.
-  const keptUsage = usageSection ? undefined : usageSectionOf(previous);
-  const withKeptUpstream = keptUpstream ? placeSection(report, keptUpstream) : report;
+  const keptUsage = usageSection ? undefined : sectionOf(previous, USAGE_HEADING);
+  const withKeptUpstream = keptUpstream ? placeSection(report, UPSTREAM_HEADING, keptUpstream) : report;
   // After the upstream section when both are kept: placeSection inserts before `## Targets`.
-  const written = keptUsage ? placeUsageSection(withKeptUpstream, keptUsage) : withKeptUpstream;
+  const written = keptUsage ? placeSection(withKeptUpstream, USAGE_HEADING, keptUsage) : withKeptUpstream;
   writeFileSync(target, `${written}\n${analysis ? `\n${analysis}` : ''}`);
   log(`written to ${join(REPO_ROOT, 'BENCHMARKS.md')}`);
 }

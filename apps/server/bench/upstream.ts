@@ -25,7 +25,8 @@
  * `## Upstream following` of BENCHMARKS.md and leaves the rest of the file as it is. `pnpm bench`
  * runs this too (bench/http.ts, section `upstream`), through `runUpstreamBench`.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { writeSection } from './http/sections.js';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -34,12 +35,10 @@ import pino from 'pino';
 import { openBackend } from '../src/store/open.js';
 import { makeTestVideo, startBytePlusStandin, type RecordedRequest } from '../test/support/byteplus-standin.js';
 import { createAccountWithKey, stopServerProcess } from '../test/support/pipeline-processes.js';
-import { memoryOf, removeOnExit, SERVER_ROOT, startNodeService, type NodeService } from './http/children.js';
+import { memoryOf, removeOnExit, startNodeService, type NodeService } from './http/children.js';
 import { describeMachine, markdownTable, type Machine, type Target } from './http/report.js';
 
 export const SECTION_HEADING = '## Upstream following';
-const ANALYSIS_MARKER = '<!-- written by hand below: kept by every run -->';
-const REPO_ROOT = resolve(SERVER_ROOT, '../..');
 const SUBMIT = '/api/open/v1/video/generations';
 const TASKS_PATH = '/api/v3/contents/generations/tasks';
 const MODELS = { 'vidgen-2.0': 'dreamina-seedance-2-0-260128', 'vidgen-2.0-fast': 'dreamina-seedance-2-0-fast-260128', 'vidgen-1.5-pro': 'seedance-1-5-pro-251215' };
@@ -591,44 +590,6 @@ export function renderUpstreamSection(r: UpstreamBenchResult, targets: Target[],
   return out.join('\n');
 }
 
-/** The `## Upstream following` section of a BENCHMARKS.md (heading to the next `## ` heading or the hand-written part), if any. */
-export function sectionOf(markdown: string): string | undefined {
-  const start = markdown.search(new RegExp(`^${SECTION_HEADING}$`, 'm'));
-  if (start < 0) return undefined;
-  return markdown.slice(start, sectionEnd(markdown, start));
-}
-
-function sectionEnd(markdown: string, start: number): number {
-  const rest = markdown.slice(start + SECTION_HEADING.length);
-  const ends = [rest.search(/^## /m), rest.indexOf(ANALYSIS_MARKER)].filter((i) => i >= 0);
-  return ends.length ? start + SECTION_HEADING.length + Math.min(...ends) : markdown.length;
-}
-
-/**
- * `markdown` with `section` in place of its `## Upstream following` section, or, without one, inserted
- * before `## Targets` (else before the hand-written part, else at the end). Nothing else changes.
- */
-export function placeSection(markdown: string, section: string): string {
-  const body = `${section.trimEnd()}\n`;
-  const start = markdown.search(new RegExp(`^${SECTION_HEADING}$`, 'm'));
-  if (start >= 0) {
-    const end = sectionEnd(markdown, start);
-    // A blank line before what follows, as the section had.
-    return markdown.slice(0, start) + body + (end < markdown.length ? '\n' : '') + markdown.slice(end);
-  }
-  const targets = markdown.search(/^## Targets$/m);
-  const marker = markdown.indexOf(ANALYSIS_MARKER);
-  const at = targets >= 0 && (marker < 0 || targets < marker) ? targets : marker;
-  if (at >= 0) return markdown.slice(0, at) + body + '\n' + markdown.slice(at);
-  return `${markdown}${markdown.endsWith('\n') || !markdown ? '' : '\n'}\n${body}`;
-}
-
-export function writeUpstreamSection(section: string): string {
-  const target = join(REPO_ROOT, 'BENCHMARKS.md');
-  const previous = existsSync(target) ? readFileSync(target, 'utf8') : '';
-  writeFileSync(target, placeSection(previous, section));
-  return target;
-}
 
 /** The sizes: full (the target's) and quick. */
 export const UPSTREAM_FULL = { tasks: 1000, runSeconds: 60, pollSeconds: 5, batch: 100, concurrency: 32 };
@@ -689,7 +650,7 @@ async function main(): Promise<void> {
   const targets = judgeUpstream(result);
   const section = renderUpstreamSection(result, targets, `pnpm bench:upstream${argv.map((arg) => ` ${arg}`).join('')}`, notes);
   console.log(`\n${section}`);
-  if (args.write) console.log(`bench-upstream: written to ${writeUpstreamSection(section)}`);
+  if (args.write) console.log(`bench-upstream: written to ${writeSection(SECTION_HEADING, section)}`);
   if (cpuProfileDir) console.log(`bench-upstream: CPU profile in ${cpuProfileDir}`);
   const missed = targets.filter((t) => t.met === false);
   for (const t of missed) console.error(`bench-upstream: target missed: ${t.target} (${t.figure})`);

@@ -28,7 +28,8 @@
  * `## Account usage` of BENCHMARKS.md and leaves the rest of the file as it is. `pnpm bench` runs this
  * too (bench/http.ts, section `usage`), through `runUsageBench`.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { writeSection } from './http/sections.js';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -39,12 +40,10 @@ import { newUlid } from '../src/domain/ids.js';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startNodeService, type NodeService } from './http/children.js';
 import { describeMachine, markdownTable, type Machine, type Target } from './http/report.js';
-import { readTemplate, selectColumn, selectRow } from './http/seed.js';
+import { readTemplate, selectRow } from './http/seed.js';
 import { runWrk, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
 
 export const SECTION_HEADING = '## Account usage';
-const ANALYSIS_MARKER = '<!-- written by hand below: kept by every run -->';
-const REPO_ROOT = resolve(SERVER_ROOT, '../..');
 const USAGE = '/api/open/v1/account/usage';
 const GENERATIONS = '/api/open/v1/video/generations';
 const MIGRATION = join(SERVER_ROOT, 'src/store/sqlite/migrations/0008_account_api.sql');
@@ -701,43 +700,6 @@ export function renderUsageSection(r: UsageBenchResult, targets: Target[], comma
   return out.join('\n');
 }
 
-/** The `## Account usage` section of a BENCHMARKS.md (heading to the next `## ` heading or the hand-written part), if any. */
-export function usageSectionOf(markdown: string): string | undefined {
-  const start = markdown.search(new RegExp(`^${SECTION_HEADING}$`, 'm'));
-  if (start < 0) return undefined;
-  return markdown.slice(start, sectionEnd(markdown, start));
-}
-
-function sectionEnd(markdown: string, start: number): number {
-  const rest = markdown.slice(start + SECTION_HEADING.length);
-  const ends = [rest.search(/^## /m), rest.indexOf(ANALYSIS_MARKER)].filter((i) => i >= 0);
-  return ends.length ? start + SECTION_HEADING.length + Math.min(...ends) : markdown.length;
-}
-
-/**
- * `markdown` with `section` in place of its `## Account usage` section, or, without one, inserted
- * before `## Targets` (else before the hand-written part, else at the end). Nothing else changes.
- */
-export function placeUsageSection(markdown: string, section: string): string {
-  const body = `${section.trimEnd()}\n`;
-  const start = markdown.search(new RegExp(`^${SECTION_HEADING}$`, 'm'));
-  if (start >= 0) {
-    const end = sectionEnd(markdown, start);
-    return markdown.slice(0, start) + body + (end < markdown.length ? '\n' : '') + markdown.slice(end);
-  }
-  const targets = markdown.search(/^## Targets$/m);
-  const marker = markdown.indexOf(ANALYSIS_MARKER);
-  const at = targets >= 0 && (marker < 0 || targets < marker) ? targets : marker;
-  if (at >= 0) return markdown.slice(0, at) + body + '\n' + markdown.slice(at);
-  return `${markdown}${markdown.endsWith('\n') || !markdown ? '' : '\n'}\n${body}`;
-}
-
-export function writeUsageSection(section: string): string {
-  const target = join(REPO_ROOT, 'BENCHMARKS.md');
-  const previous = existsSync(target) ? readFileSync(target, 'utf8') : '';
-  writeFileSync(target, placeUsageSection(previous, section));
-  return target;
-}
 
 /** The sizes: full (the target's) and quick. */
 export const USAGE_FULL = { tasks: 1_000_000, seconds: 10, warmupSeconds: 2 };
@@ -789,7 +751,7 @@ async function main(): Promise<void> {
   const targets = judgeUsage(result);
   const section = renderUsageSection(result, targets, `pnpm bench:usage${argv.map((arg) => ` ${arg}`).join('')}`, notes);
   console.log(`\n${section}`);
-  if (args.write) console.log(`bench-usage: written to ${writeUsageSection(section)}`);
+  if (args.write) console.log(`bench-usage: written to ${writeSection(SECTION_HEADING, section)}`);
   if (cpuProfileDir) console.log(`bench-usage: CPU profile in ${cpuProfileDir}`);
   const missed = targets.filter((t) => t.met === false);
   for (const t of missed) console.error(`bench-usage: target missed: ${t.target} (${t.figure})`);
