@@ -8,7 +8,7 @@ import { issueApiKey } from '../src/accounts.js';
 import type { Scope } from '../src/domain/keys.js';
 import { testConfig, type Harness } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
-import { responseProblems } from './support/spec-responses.js';
+import { checkedAnswer } from './support/spec-responses.js';
 import type { Store } from '../src/store/store.js';
 
 const KEYS = '/api/open/v1/account/keys';
@@ -17,19 +17,8 @@ const GENERATIONS = '/api/open/v1/video/generations';
 const MANAGER: Scope[] = ['tasks:read', 'tasks:write', 'keys:manage'];
 const DAY_MS = 86_400_000;
 
-interface Checked {
-  status: number;
-  headers: Headers;
-  body: any;
-}
-
 /** The answer, after checking it against what the spec documents for the operation. */
-async function checked(response: Response | Promise<Response>, operationId: string, method = 'GET'): Promise<Checked> {
-  const res = await response;
-  const text = await res.text();
-  expect(responseProblems({ status: res.status, headers: res.headers, text }, { operationId }, method)).toEqual([]);
-  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
-}
+const checked = checkedAnswer;
 
 describe.each(backendKinds)('API keys through the API on $name', ({ skip, open }) => {
   let opened: OpenedBackend;

@@ -10,7 +10,7 @@ import type { Backend } from '../src/store/open.js';
 import type { DeliveryStatus, Store } from '../src/store/store.js';
 import { SUBMIT, testConfig, validSubmit, type Harness } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
-import { responseProblems } from './support/spec-responses.js';
+import { checkedAnswer, type CheckedAnswer } from './support/spec-responses.js';
 
 const DELIVERIES = '/api/open/v1/account/webhooks/deliveries';
 const deliveryPath = (id: string) => `${DELIVERIES}/${encodeURIComponent(id)}`;
@@ -19,19 +19,8 @@ const ROTATE = `${SECRET}/rotate`;
 const HOOKS: Scope[] = ['tasks:read', 'tasks:write', 'webhooks:manage'];
 const HOUR_MS = 3_600_000;
 
-interface Checked {
-  status: number;
-  headers: Headers;
-  body: any;
-}
-
 /** The answer, after checking it against what the spec documents for the operation. */
-async function checked(response: Response | Promise<Response>, operationId: string, method = 'GET'): Promise<Checked> {
-  const res = await response;
-  const text = await res.text();
-  expect(responseProblems({ status: res.status, headers: res.headers, text }, { operationId }, method)).toEqual([]);
-  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
-}
+const checked = checkedAnswer;
 
 describe.each(backendKinds)('webhooks through the API on $name', ({ skip, open }) => {
   let opened: OpenedBackend;
@@ -105,7 +94,7 @@ describe.each(backendKinds)('webhooks through the API on $name', ({ skip, open }
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const page: Checked = await checked(
+      const page: CheckedAnswer = await checked(
         h.request('GET', `${DELIVERIES}?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, { key }),
         'listWebhookDeliveries',
       );

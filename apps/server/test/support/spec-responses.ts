@@ -59,3 +59,19 @@ export function responseProblems(res: CapturedResponse, target: { operationId: s
   }
   return problems;
 }
+
+/** An answer read whole: status, headers and the parsed body (undefined when empty). */
+export interface CheckedAnswer {
+  status: number;
+  headers: Headers;
+  body: any;
+}
+
+/** Reads an answer and returns it once it is what the spec documents for the operation, or fails the test naming the problems. */
+export async function checkedAnswer(response: Response | Promise<Response>, operationId: string, method = 'GET'): Promise<CheckedAnswer> {
+  const res = await response;
+  const text = await res.text();
+  const problems = responseProblems({ status: res.status, headers: res.headers, text }, { operationId }, method);
+  if (problems.length) throw new Error(`${operationId} answered ${res.status} unlike its spec: ${problems.join('; ')}\n${text.slice(0, 300)}`);
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+}
