@@ -48,7 +48,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
-import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startNodeService, type NodeService } from './http/children.js';
+import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, startNodeService, type NodeService } from './http/children.js';
 import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
@@ -100,7 +100,6 @@ const SERVER_NODE_ARGS = CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${CPU_
 
 const BASE = '/api/open/v1/video/generations';
 const MISSING_ID = 'gen_01JD6Z8K4T9QW3M5R7X2B6C8N0';
-const INSTANT_PROVIDERS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
 const SUBMIT_BODY = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'A paper boat drifting down a rainy street', duration: 4, resolution: '480p' });
 
 const log = (line: string) => console.log(`bench: ${line}`);
@@ -126,28 +125,11 @@ async function createStore(dir: string): Promise<BenchStore> {
   return { dir, dbPath, env, accountId: account.id, key };
 }
 
-/** The server on `store`: quiet, a port from the OS, every model on the instant provider, no per-key limits. */
-function startServer(store: BenchStore, options: { worker: boolean; nodeArgs?: string[] }): Promise<NodeService> {
-  return startNodeService(
-    'src/main.ts',
-    ['--role', 'all'],
-    {
-      ...store.env,
-      NODE_ENV: 'production',
-      VIDGEN_DEV_BOOTSTRAP: 'false',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      VIDGEN_PROVIDERS: INSTANT_PROVIDERS,
-      VIDGEN_RATE_LIMIT_SUBMITS: '0',
-      VIDGEN_RATE_LIMIT_READS: '0',
-      VIDGEN_MAX_ACTIVE_TASKS: '0',
-      VIDGEN_WORKER: String(options.worker),
-    },
-    options.nodeArgs,
-  );
-}
 
 /** Submits one task through a server with a worker and waits (long poll) until it has succeeded. */
+/** The server on `store`, from its sources: quiet, a port from the OS, every model on the instant provider, no per-key limits. */
+const startServer = (store: BenchStore, options: { worker: boolean; nodeArgs?: string[] }) => startInstantServer('src/main.ts', store.env, options);
+
 async function makeSucceededTask(store: BenchStore): Promise<string> {
   const server = await startServer(store, { worker: true });
   try {

@@ -25,6 +25,7 @@
  * webhook (or any other figure marked "must be 0" is not).
  */
 import type { ChildProcess } from 'node:child_process';
+import { mulberry32 } from './http/random.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -89,17 +90,6 @@ const PROVIDERS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1
 const WEBHOOK_RETRY_SCHEDULE = '100ms,250ms,500ms,1s,2s,2s,3s,3s,3s';
 const WEBHOOK_TIMEOUT_MS = 2_000;
 
-/** mulberry32: a small seeded generator, one stream per purpose so that each is reproducible. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const between = (random: () => number, low: number, high: number) => low + Math.floor(random() * (high - low + 1));
 const pick = <T>(random: () => number, items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
@@ -109,7 +99,7 @@ const percent = (part: number, whole: number) => (whole ? `${((100 * part) / who
 // The webhook receiver, shared by the phases: it verifies each signature on arrival (Standard
 // Webhooks refuses old timestamps, so it cannot wait for the audit) and answers as the seed says.
 
-const receiverRandom = rng(SEED ^ 0x5eed);
+const receiverRandom = mulberry32(SEED ^ 0x5eed);
 /** Each POST received: `answered` is the status the sender saw (0 when it had given up), `answer` says how. */
 const receipts: (ReceivedWebhook & { answered: number; answer: string; signatureValid: boolean })[] = [];
 const webhookSecrets: string[] = [];
@@ -226,7 +216,7 @@ async function soak(kind: 'postgres' | 'sqlite', { dataDir, databaseUrl, backend
   const hookUrl = receiver.url('/hooks');
   const receiverCaFile = receiver.writeCa(dataDir);
 
-  const processRandom = rng(phaseSeed ^ 0x9e3779b9);
+  const processRandom = mulberry32(phaseSeed ^ 0x9e3779b9);
   const processExits: string[] = [];
   const slots: Slot[] = (kind === 'postgres' ? (['api', 'api', 'worker', 'worker'] as const) : (['all'] as const)).map((role, i, all) => ({
     name: `${role}${all.filter((r) => r === role).length > 1 ? ` ${all.slice(0, i + 1).filter((r) => r === role).length}` : ''}`,
@@ -510,7 +500,7 @@ async function soak(kind: 'postgres' | 'sqlite', { dataDir, databaseUrl, backend
   }
 
   async function client(index: number): Promise<void> {
-    const random = rng(phaseSeed + 7919 * (index + 1));
+    const random = mulberry32(phaseSeed + 7919 * (index + 1));
     for (let seq = 0; !stopLoad; seq++) {
       await operate(random, chooseOperation(random), index, seq);
       if (THINK_MS > 0) await sleep(random() * THINK_MS);
@@ -520,7 +510,7 @@ async function soak(kind: 'postgres' | 'sqlite', { dataDir, databaseUrl, backend
   let loadStopped = () => {};
   const loadOver = new Promise<void>((done) => (loadStopped = done));
   async function chaos(): Promise<void> {
-    const random = rng(phaseSeed ^ 0xc4a05);
+    const random = mulberry32(phaseSeed ^ 0xc4a05);
     while (!stopLoad) {
       const wait = KILL_EVERY_MS * (0.5 + random());
       await Promise.race([sleep(wait), loadOver]);

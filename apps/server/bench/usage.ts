@@ -38,7 +38,8 @@ import Database from 'better-sqlite3';
 import { DEFAULT_PRICES, MODEL_IDS, MODEL_RULES, priceOf, type ModelId, type Resolution } from '../src/domain/catalog.js';
 import { newUlid } from '../src/domain/ids.js';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
-import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startNodeService, type NodeService } from './http/children.js';
+import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, type NodeService } from './http/children.js';
+import { mulberry32 } from './http/random.js';
 import { describeMachine, markdownTable, type Machine, type Target } from './http/report.js';
 import { readTemplate, selectRow } from './http/seed.js';
 import { runWrk, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
@@ -49,7 +50,6 @@ const GENERATIONS = '/api/open/v1/video/generations';
 const MIGRATION = join(SERVER_ROOT, 'src/store/sqlite/migrations/0008_account_api.sql');
 /** usage_daily's migration: its backfill sums usage_hourly by day. */
 const DAILY_MIGRATION = join(SERVER_ROOT, 'src/store/sqlite/migrations/0009_usage_daily.sql');
-const INSTANT_PROVIDERS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
 const SUBMIT_BODY = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'A paper boat drifting down a rainy street', duration: 4, resolution: '480p' });
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
@@ -120,17 +120,6 @@ export interface UsageBenchResult {
   rss: { startMb: number; endMb: number; peakMb: number };
 }
 
-/** A small deterministic PRNG (mulberry32): the same store from run to run. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
@@ -142,30 +131,13 @@ function cpuSecondsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-/** The server on the store: quiet, a port from the OS, every model on the instant provider, no limits. */
-function startServer(env: Record<string, string>, options: { worker: boolean; nodeArgs?: string[] }): Promise<NodeService> {
-  return startNodeService(
-    'dist/main.js',
-    ['--role', 'all'],
-    {
-      ...env,
-      NODE_ENV: 'production',
-      VIDGEN_DEV_BOOTSTRAP: 'false',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      VIDGEN_PROVIDERS: INSTANT_PROVIDERS,
-      VIDGEN_RATE_LIMIT_SUBMITS: '0',
-      VIDGEN_RATE_LIMIT_READS: '0',
-      VIDGEN_MAX_ACTIVE_TASKS: '0',
-      VIDGEN_WORKER: String(options.worker),
-    },
-    options.nodeArgs,
-  );
-}
 
 const stop = (child: NodeService['child']) => stopServerProcess(child, 15_000);
 
 /** Submits one task through a server with a worker and waits (long poll) until it has succeeded. */
+/** The built server on the store: quiet, a port from the OS, every model on the instant provider, no limits. */
+const startServer = (env: Record<string, string>, options: { worker: boolean; nodeArgs?: string[] }) => startInstantServer('dist/main.js', env, options);
+
 async function makeSucceededTask(env: Record<string, string>, key: string): Promise<string> {
   const server = await startServer(env, { worker: true });
   try {
@@ -204,7 +176,7 @@ function seedUsageTasks(dbPath: string, input: { templateId: string; accountId: 
     };
     const insertTask = insertOf('tasks', task, []);
     const insertJob = job ? insertOf('jobs', job, ['id']) : undefined;
-    const next = random(20261124);
+    const next = mulberry32(20261124);
     const n = input.count;
     const span = SPREAD_DAYS * DAY_MS;
     const oldest = input.newestAt - span;

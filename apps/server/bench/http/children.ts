@@ -90,6 +90,30 @@ export function startNodeService(script: string, args: string[], env: Record<str
   });
 }
 
+/** Every model on the instant provider (a prepared MP4 at once): the pipeline without a renderer. */
+export const INSTANT_PROVIDERS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
+
+/** The server `script` on a store's environment: quiet, a port from the OS, every model on the instant provider, no limits. */
+export function startInstantServer(script: string, env: Record<string, string>, options: { worker: boolean; nodeArgs?: string[] }): Promise<NodeService> {
+  return startNodeService(
+    script,
+    ['--role', 'all'],
+    {
+      ...env,
+      NODE_ENV: 'production',
+      VIDGEN_DEV_BOOTSTRAP: 'false',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      VIDGEN_PROVIDERS: INSTANT_PROVIDERS,
+      VIDGEN_RATE_LIMIT_SUBMITS: '0',
+      VIDGEN_RATE_LIMIT_READS: '0',
+      VIDGEN_MAX_ACTIVE_TASKS: '0',
+      VIDGEN_WORKER: String(options.worker),
+    },
+    options.nodeArgs,
+  );
+}
+
 /** Resident set size of a live process in MB (VmRSS), and its peak (VmHWM). */
 export function memoryOf(pid: number): { rssMb: number; peakMb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
