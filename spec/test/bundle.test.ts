@@ -42,6 +42,7 @@ describe('the bundled document', () => {
         'cancelGeneration',
         'createApiKey',
         'getAccount',
+        'getConsole',
         'getGeneration',
         'getHealth',
         'getMetrics',

@@ -13,6 +13,7 @@ import { refuseWhileDraining } from './http/drain.js';
 import { createApiKeyCache, observe } from './http/middleware.js';
 import { securityHeaders } from './http/security-headers.js';
 import { registerAccountRoutes } from './http/routes/account.js';
+import { registerConsoleRoutes } from './http/routes/console.js';
 import { registerFileRoutes } from './http/routes/files.js';
 import { registerGenerationRoutes } from './http/routes/generations.js';
 import { registerKeyRoutes } from './http/routes/keys.js';
@@ -40,6 +41,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.use('*', refuseWhileDraining(deps.shutdown));
 
   registerServiceRoutes(app, deps);
+  registerConsoleRoutes(app, deps);
   registerModelRoutes(app, deps);
   registerGenerationRoutes(app, deps);
   registerAccountRoutes(app, deps);

@@ -7,6 +7,7 @@ import pino from 'pino';
 import { bootstrapDevelopmentAccount } from './accounts.js';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
+import { consoleAssetsLoader } from './http/console-assets.js';
 import { createMetrics } from './http/metrics.js';
 import { answerClientErrors, nodeServerOptions } from './http/node-server.js';
 import { systemClock } from './interfaces.js';
@@ -81,6 +82,9 @@ export async function runService(argv: string[]): Promise<void> {
       metrics: createMetrics(store, { channels: config.upstream.channels.map((c) => ({ name: c.name, maxInFlight: c.maxInFlight })) }),
       rateLimiter: backend.rateLimiter,
       docsHtml: docsLoader(),
+      consoleAssets: consoleAssetsLoader(),
+      // output.url's origin, as the files it serves are signed (another host, port or bucket than the console's own).
+      consoleMediaOrigins: async () => [new URL(await files.urlFor('gen_0000000000000000.mp4', new Date(clock.now()))).origin],
       shutdown: shutdown.signal,
       wakeWorkers: () => worker?.wake(),
       files,

@@ -862,7 +862,7 @@ async function file(w: World, step: Extract<Step, { op: 'file' }>): Promise<void
   } else expectStatus(reply, [200, 206, 416], `the range ${step.range}`);
 }
 
-const SERVICE_OPERATIONS: Record<string, string> = { '/healthz': 'getHealth', '/readyz': 'getReadiness', '/metrics': 'getMetrics', '/openapi.json': 'getOpenApiDocument', '/docs': 'getReference' };
+const SERVICE_OPERATIONS: Record<string, string> = { '/healthz': 'getHealth', '/readyz': 'getReadiness', '/metrics': 'getMetrics', '/openapi.json': 'getOpenApiDocument', '/docs': 'getReference', '/console': 'getConsole' };
 
 async function service(w: World, step: Extract<Step, { op: 'service' }>): Promise<void> {
   const reply = await send(w, step.method, step.path);

@@ -508,7 +508,7 @@ describe('operations', () => {
   });
 
   describe('service endpoints', () => {
-    it.each(['getHealth', 'getReadiness', 'getMetrics', 'getReference'])('%s answers 200 without a key', async (operationId) => {
+    it.each(['getHealth', 'getReadiness', 'getMetrics', 'getReference', 'getConsole'])('%s answers 200 without a key', async (operationId) => {
       const reply = await call(operationId, { apiKey: null });
       expectConforms(operationId, reply, 200);
     });

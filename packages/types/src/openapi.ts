@@ -618,6 +618,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The web console, as HTML
+         * @description The console for account holders: a single-page app that signs in with an API key (kept in
+         *     the tab's `sessionStorage` only) and calls this API from the same origin. Its scripts,
+         *     styles and images are under `/console/assets/`; every other path under `/console/` answers
+         *     this same page, where the app shows the page the path names (`/console/tasks/gen_…`).
+         *     Served with a Content-Security-Policy that allows scripts, styles and API calls from this
+         *     origin only, and videos from where output files are served. What the console shows depends
+         *     on the key's scopes; it needs `tasks:read`.
+         */
+        get: operations["getConsole"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     videoGenerationCompleted: {
@@ -3030,6 +3056,33 @@ export interface operations {
             200: {
                 headers: {
                     "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getConsole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The console's page. */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    /**
+                     * @description What the page may load and run.
+                     * @example default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; media-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'
+                     */
+                    "Content-Security-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -4,6 +4,7 @@ import type { ModelId, PriceTable } from '../domain/catalog.js';
 import type { OutputFiles } from '../files/storage.js';
 import type { Clock, TaskEvents } from '../interfaces.js';
 import type { Store } from '../store/store.js';
+import type { ConsoleAssets } from './console-assets.js';
 import type { ApiKeyCache } from './middleware.js';
 import type { Metrics } from './metrics.js';
 import type { RateLimiter, RateLimits } from './rate-limit.js';
@@ -40,6 +41,10 @@ export interface AppDeps {
   rateLimiter?: RateLimiter;
   /** The built reference page, or undefined when it has not been built. */
   docsHtml?: () => string | undefined;
+  /** The web console's build, or undefined when it has not been built (http/console-assets.ts). */
+  consoleAssets?: () => ConsoleAssets | undefined;
+  /** Origins besides this one that output files are played from (`output.url`'s), for the console's `media-src`. */
+  consoleMediaOrigins?: () => Promise<string[]>;
   /** Aborted when the process starts draining for shutdown (http/drain.ts). */
   shutdown?: AbortSignal;
   /** Tells workers in this process that a job was enqueued (so they need not wait for their poll). */

@@ -2,7 +2,8 @@
  * Security headers on every answer, errors included. Most answers are JSON for
  * programs, so their policy forbids everything a browser could do with them;
  * the reference page (/docs) may run its own inline scripts, identified by
- * hash, and output files (/files) may be embedded by other sites' players.
+ * hash, the console (/console) runs its own scripts from this origin only, and
+ * output files (/files) may be embedded by other sites' players.
  * No Strict-Transport-Security: TLS ends in front of this service, which is
  * where HSTS belongs (the service itself speaks plain HTTP on loopback in development).
  */
@@ -49,6 +50,27 @@ export function docsContentSecurityPolicy(html: string): string {
   ].join('; ');
 }
 
+/**
+ * The console is a built single-page app: scripts, styles and images from this origin only (no
+ * inline script or style element, no eval), API calls to this origin only, and videos from here or
+ * wherever output files are served (`mediaOrigins`: a public base URL or a bucket elsewhere).
+ */
+export function consoleContentSecurityPolicy(mediaOrigins: readonly string[] = []): string {
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self'",
+    "font-src 'self'",
+    `media-src 'self'${mediaOrigins.map((origin) => ` ${origin}`).join('')}`,
+    "connect-src 'self'",
+    "manifest-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
 /** A JSON answer (answer.ts), by where it is: locked down, and under /api/ kept out of caches. */
 const JSON_ANSWER = { ...EVERY_ANSWER, 'Content-Security-Policy': LOCKED_DOWN_CSP, 'Cross-Origin-Resource-Policy': 'same-origin' };
 const JSON_ANSWER_BY_PLACE = {
@@ -58,8 +80,14 @@ const JSON_ANSWER_BY_PLACE = {
   other: JSON_ANSWER,
 };
 
-export function securityHeaders(deps: { docsHtml?: () => string | undefined }): MiddlewareHandler<AppEnv> {
+export function securityHeaders(deps: { docsHtml?: () => string | undefined; consoleMediaOrigins?: () => Promise<string[]> }): MiddlewareHandler<AppEnv> {
   let docs: { html: string; csp: string } | undefined;
+  let consolePolicy: string | undefined;
+  const consolePolicyOnce = async () => {
+    if (consolePolicy) return consolePolicy;
+    const origins = await (deps.consoleMediaOrigins?.() ?? Promise.resolve([])).catch(() => []);
+    return (consolePolicy = consoleContentSecurityPolicy(origins));
+  };
   const docsPolicy = (html: string) => {
     if (docs?.html !== html) docs = { html, csp: docsContentSecurityPolicy(html) };
     return docs.csp;
@@ -75,7 +103,8 @@ export function securityHeaders(deps: { docsHtml?: () => string | undefined }): 
     const headers = c.res.headers;
     for (const [name, value] of Object.entries(EVERY_ANSWER)) headers.set(name, value);
     const html = path === '/docs' && c.res.status === 200 ? deps.docsHtml?.() : undefined;
-    headers.set('Content-Security-Policy', html ? docsPolicy(html) : file && c.res.ok ? FILE_CSP : LOCKED_DOWN_CSP);
+    const app = (path === '/console' || path.startsWith('/console/')) && c.res.ok;
+    headers.set('Content-Security-Policy', html ? docsPolicy(html) : app ? await consolePolicyOnce() : file && c.res.ok ? FILE_CSP : LOCKED_DOWN_CSP);
     // Output files are meant to be played by other sites' pages (<video src>); everything else is this origin's.
     headers.set('Cross-Origin-Resource-Policy', file ? 'cross-origin' : 'same-origin');
     // Task answers hold signed output URLs: no shared cache may keep them.

@@ -1,0 +1,9 @@
+import { Page } from '../../ui/Page';
+
+export default function KeysPage() {
+  return (
+    <Page title="Keys">
+      <p>To be built.</p>
+    </Page>
+  );
+}

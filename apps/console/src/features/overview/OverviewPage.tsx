@@ -1,0 +1,9 @@
+import { Page } from '../../ui/Page';
+
+export default function OverviewPage() {
+  return (
+    <Page title="Overview">
+      <p>To be built.</p>
+    </Page>
+  );
+}
