@@ -19,6 +19,14 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          name: 'build',
+          environment: 'node',
+          include: ['test/build/**/*.test.ts'],
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: 'browser',
           environment: 'node',
           include: ['test/e2e/**/*.test.ts'],

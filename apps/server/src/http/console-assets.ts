@@ -5,9 +5,12 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, extname, join, relative, sep } from 'node:path';
 import { createRequire } from 'node:module';
+import { gzipSync } from 'node:zlib';
 
 export interface ConsoleAsset {
   body: Uint8Array;
+  /** The body gzipped once at load, for text files where it is smaller (scripts are most of the first page's bytes). */
+  gzip: Uint8Array | undefined;
   type: string;
   /** Vite names these by their content's hash: cacheable forever. */
   immutable: boolean;
@@ -43,9 +46,13 @@ export function readConsoleAssets(dir: string): ConsoleAssets | undefined {
     const path = join(dir, name);
     if (!statSync(path).isFile()) continue;
     const urlPath = relative(dir, path).split(sep).join('/');
+    const body = readFileSync(path);
+    const type = TYPES[extname(name)] ?? 'application/octet-stream';
+    const gzip = /^text\/|svg|json/.test(type) ? gzipSync(body, { level: 9 }) : undefined;
     files.set(urlPath, {
-      body: readFileSync(path),
-      type: TYPES[extname(name)] ?? 'application/octet-stream',
+      body,
+      gzip: gzip && gzip.byteLength < body.byteLength ? gzip : undefined,
+      type,
       immutable: urlPath.startsWith('assets/'),
     });
   }

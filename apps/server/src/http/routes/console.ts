@@ -10,11 +10,25 @@ import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
 import type { ConsoleAsset } from '../console-assets.js';
 
+/** Whether the request's Accept-Encoding takes gzip (and does not refuse it with q=0). */
+function acceptsGzip(header: string | undefined): boolean {
+  return (header ?? '').split(',').some((part) => {
+    const [coding, ...params] = part.trim().toLowerCase().split(';');
+    if (coding !== 'gzip' && coding !== '*') return false;
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    return q === undefined || Number(q.slice(2)) > 0;
+  });
+}
+
 function send(c: Context<AppEnv>, asset: ConsoleAsset, cacheControl: string): Response {
-  return c.body(asset.body as Uint8Array<ArrayBuffer>, 200, {
+  const gzip = asset.gzip && acceptsGzip(c.req.header('Accept-Encoding')) ? asset.gzip : undefined;
+  const body = gzip ?? asset.body;
+  return c.body(body as Uint8Array<ArrayBuffer>, 200, {
     'Content-Type': asset.type,
-    'Content-Length': String(asset.body.byteLength),
+    'Content-Length': String(body.byteLength),
     'Cache-Control': cacheControl,
+    ...(asset.gzip ? { Vary: 'Accept-Encoding' } : {}),
+    ...(gzip ? { 'Content-Encoding': 'gzip' } : {}),
   });
 }
 
