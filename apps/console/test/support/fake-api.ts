@@ -41,8 +41,20 @@ function resolveRef(node: any): any {
   return node;
 }
 
-/** The spec's example of an operation's answer: the named one, or its first. */
-export function example<T = any>(operationId: OperationId, status = 200, name?: string): T {
+/** The status of an operation's success answer with a JSON body (200, 201 or 202). */
+export function successStatus(operationId: OperationId): number {
+  for (const item of Object.values(spec.paths)) {
+    for (const op of Object.values(item)) {
+      if (op.operationId !== operationId) continue;
+      const code = Object.keys(op.responses ?? {}).find((c) => /^2\d\d$/.test(c) && resolveRef(op.responses![c])?.content?.['application/json']);
+      if (code) return Number(code);
+    }
+  }
+  throw new Error(`${operationId} has no JSON success answer in the spec`);
+}
+
+/** The spec's example of an operation's answer (its success answer unless a status is given): the named one, or its first. */
+export function example<T = any>(operationId: OperationId, status: number = successStatus(operationId), name?: string): T {
   for (const item of Object.values(spec.paths)) {
     for (const op of Object.values(item)) {
       if (op.operationId !== operationId) continue;
@@ -69,8 +81,8 @@ export function fakeApi(handlers: Partial<Record<OperationId, Handler>> = {}) {
     const recorded: Recorded = { operationId: route.operationId, method: request.method, url, headers: request.headers, body: text ? JSON.parse(text) : undefined };
     requests.push(recorded);
     const handler = handlers[route.operationId];
-    const answer: Answer = handler ? await handler(recorded) : { body: example(route.operationId) };
-    const status = answer.status ?? 200;
+    const answer: Answer = handler ? await handler(recorded) : { status: successStatus(route.operationId), body: example(route.operationId) };
+    const status = answer.status ?? successStatus(route.operationId);
     return new Response(answer.body === undefined ? null : JSON.stringify(answer.body), {
       status,
       headers: { 'Content-Type': 'application/json', 'X-Correlation-Id': 'corr-test', ...answer.headers },
