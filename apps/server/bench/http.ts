@@ -6,6 +6,11 @@
  *   pnpm bench [--quick] [--write | --no-write] [--cpu-prof [--cpu-prof-dir DIR]]
  *              [--seconds 10] [--connections 50] [--threads 1] [--skip http,scale,rss,pipeline,upstream,usage]
  *              [--only query,missing,list,models,submit,cancel] [--note TEXT]
+ *              [--baseline DIR --rounds N] [--keep-store PATH]
+ *
+ * --baseline DIR: a second server from another copy of the sources (e.g. `cp -r src .baseline-src` before a change),
+ * on a copy of the store, measured in turns with the server and the floor, --rounds times per request; every run
+ * also reports the process's CPU time per answer (µs), steadier than req/s on a shared machine.
  *
  * 1. HTTP. The ceiling (bench/http/ceiling.ts: a bare Hono app on
  *    @hono/node-server answering the real server's answer for a succeeded task,
@@ -48,7 +53,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
-import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, startNodeService, type NodeService } from './http/children.js';
+import { cpuSecondsOf, memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, startNodeService, type NodeService } from './http/children.js';
 import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
@@ -73,6 +78,12 @@ const { values: args } = parseArgs({
     skip: { type: 'string', default: '' },
     only: { type: 'string' },
     note: { type: 'string' },
+    // A/B: a second server from another copy of the sources (e.g. `.baseline-src`, a copy of `src` before a change),
+    // on a copy of the store, measured in turns with this one (and the floor) `--rounds` times per request.
+    baseline: { type: 'string' },
+    rounds: { type: 'string', default: '1' },
+    // A copy of the main store (1,000 tasks, the benchmark's key) left at this path, for micro-benchmarks.
+    'keep-store': { type: 'string' },
   },
 });
 
@@ -192,6 +203,14 @@ log(`${machine.cores} × ${machine.cpu}, Node ${machine.node}, ${wrk}; load aver
 let mainServer: NodeService | undefined;
 let ceiling: NodeService | undefined;
 let floor: NodeService | undefined;
+let baseline: NodeService | undefined;
+const ROUNDS = Math.max(1, Number(args.rounds));
+/** A measured run with the process's CPU time per answer (µs): steadier than req/s on a machine shared with other loads. */
+async function measured(pid: number, url: string, script: string, load: Load, scriptArgs: string[] = []): Promise<WrkResult & { cpuUs: number }> {
+  const before = cpuSecondsOf(pid);
+  const run = await runWrk(url, script, load, scriptArgs);
+  return { ...run, cpuUs: ((cpuSecondsOf(pid) - before) * 1e6) / run.requests };
+}
 /** The `## Upstream following` section of this run (bench/upstream.ts renders and judges it). */
 let upstreamSection: string | undefined;
 /** The `## Account usage` section of this run (bench/usage.ts renders and judges it). */
@@ -209,7 +228,19 @@ try {
   // checkpointed its WAL): its submissions do not add to the server's tasks.
   const floorDb = join(work, 'floor.db');
   copyFileSync(main.dbPath, floorDb);
+  if (args['keep-store']) {
+    copyFileSync(main.dbPath, args['keep-store']);
+    writeFileSync(`${args['keep-store']}.json`, JSON.stringify({ key: main.key, accountId: main.accountId, succeededId }));
+  }
   floor = await startNodeService('bench/http/floor.ts', [floorDb], {});
+  if (args.baseline) {
+    const dir = join(work, 'baseline');
+    mkdirSync(dir);
+    copyFileSync(main.dbPath, join(dir, 'vidgen.db'));
+    const env = { VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${join(dir, 'vidgen.db')}`, VIDGEN_LOG_LEVEL: 'silent' };
+    baseline = await startInstantServer(join(args.baseline, 'main.ts'), env, { worker: false, nodeArgs: SERVER_NODE_ARGS });
+    log(`baseline ${baseline.url} (pid ${baseline.pid}) from ${args.baseline}`);
+  }
 
   mainServer = await startServer(main, { worker: false, nodeArgs: SERVER_NODE_ARGS });
   const server = mainServer;
@@ -272,6 +303,7 @@ try {
       expect: 200,
       url: (base) => `${base}${BASE}`,
       script: getScript('list'),
+      floor: true,
       sample: () => ({ url: BASE, init: { headers: auth } }),
     },
     {
@@ -348,53 +380,65 @@ try {
       log(`${scenario.name}: ceiling`);
       await runWrk(scenario.url(ceiling.url), scenario.script, WARMUP, argsFor('ceiling'));
       const ceilingRun = await runWrk(scenario.url(ceiling.url), scenario.script, LOAD, argsFor('ceiling'));
-      let floorRun: WrkResult | undefined;
-      if (scenario.floor) {
+      let floorRun: (WrkResult & { cpuUs: number }) | undefined;
+      for (let round = 1; round <= ROUNDS; round++) {
+        if (scenario.floor) {
+          const sample = scenario.sample();
+          const answer = await fetch(`${floor.url}${sample.url}`, sample.init);
+          await answer.arrayBuffer();
+          if (answer.status !== scenario.expect) throw new Error(`${scenario.name}: the floor answered ${answer.status}, not ${scenario.expect}`);
+          log(`${scenario.name}: floor`);
+          await runWrk(scenario.url(floor.url), scenario.script, WARMUP, argsFor('ceiling'));
+          floorRun = await measured(floor.pid, scenario.url(floor.url), scenario.script, LOAD, argsFor('ceiling'));
+          log(`${scenario.name}: round ${round} floor ${Math.round(floorRun.rps)} req/s, p99 ${floorRun.p99Ms.toFixed(2)} ms, CPU ${floorRun.cpuUs.toFixed(1)} µs/answer`);
+          if (floorRun.statusErrors + floorRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor gave ${floorRun.statusErrors} error answers, ${floorRun.socketErrors} socket errors`);
+        }
+        if (baseline) {
+          log(`${scenario.name}: baseline`);
+          await runWrk(scenario.url(baseline.url), scenario.script, WARMUP, argsFor('warmup'));
+          const run = await measured(baseline.pid, scenario.url(baseline.url), scenario.script, LOAD, argsFor('measured'));
+          log(`${scenario.name}: round ${round} baseline ${Math.round(run.rps)} req/s, p99 ${run.p99Ms.toFixed(2)} ms, CPU ${run.cpuUs.toFixed(1)} µs/answer` + (floorRun ? ` (floor ${Math.round(floorRun.rps)} req/s, p99 ${floorRun.p99Ms.toFixed(2)} ms; baseline/floor ${(run.rps / floorRun.rps).toFixed(2)})` : '') + `, errors ${run.statusErrors + run.socketErrors}`);
+        }
+        const note = await scenario.prepare?.(ceilingRun);
         const sample = scenario.sample();
-        const answer = await fetch(`${floor.url}${sample.url}`, sample.init);
-        await answer.arrayBuffer();
-        if (answer.status !== scenario.expect) throw new Error(`${scenario.name}: the floor answered ${answer.status}, not ${scenario.expect}`);
-        log(`${scenario.name}: floor`);
-        await runWrk(scenario.url(floor.url), scenario.script, WARMUP, argsFor('ceiling'));
-        floorRun = await runWrk(scenario.url(floor.url), scenario.script, LOAD, argsFor('ceiling'));
-        if (floorRun.statusErrors + floorRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor gave ${floorRun.statusErrors} error answers, ${floorRun.socketErrors} socket errors`);
+        const answer = await fetch(`${server.url}${sample.url}`, sample.init);
+        const answerBytes = (await answer.arrayBuffer()).byteLength;
+        if (answer.status !== scenario.expect) throw new Error(`${scenario.name}: the server answered ${answer.status}, not ${scenario.expect}`);
+        log(`${scenario.name}: server`);
+        const rssBeforeMb = memoryOf(server.pid).rssMb;
+        const warmupRun = await runWrk(scenario.url(server.url), scenario.script, WARMUP, argsFor('warmup'));
+        const serverRun = await measured(server.pid, scenario.url(server.url), scenario.script, LOAD, argsFor('measured'));
+        // Requests wrk left in flight are still answered; let them finish before reading the store.
+        await sleep(500);
+        const rssAfterMb = memoryOf(server.pid).rssMb;
+        const checked = scenario.check?.(warmupRun, serverRun);
+        // wrk counts answers ≥ 400: for the missing task those are the expected ones.
+        const wrongStatus = scenario.expect >= 400 ? serverRun.requests - serverRun.statusErrors : serverRun.statusErrors;
+        const result: ScenarioResult = {
+          name: scenario.name,
+          answerBytes,
+          server: serverRun,
+          ceiling: ceilingRun,
+          ...(floorRun ? { floor: floorRun } : {}),
+          rssBeforeMb,
+          rssAfterMb,
+          unexpected: wrongStatus + serverRun.socketErrors,
+          ...(note || checked ? { note: [note, checked].filter(Boolean).join('; ') } : {}),
+        };
+        results.scenarios.push(result);
+        log(
+          `${scenario.name}: ${Math.round(serverRun.rps)} req/s (ceiling ${Math.round(ceilingRun.rps)}, ratio ${(serverRun.rps / ceilingRun.rps).toFixed(2)}), ` +
+            (floorRun ? `floor ${Math.round(floorRun.rps)} (ratio ${(floorRun.rps / ceilingRun.rps).toFixed(2)}, p99 ${floorRun.p99Ms.toFixed(2)} ms), ` : '') +
+            `p50 ${serverRun.p50Ms.toFixed(2)} ms, p99 ${serverRun.p99Ms.toFixed(2)} ms, RSS ${rssBeforeMb.toFixed(0)} → ${rssAfterMb.toFixed(0)} MB, errors ${result.unexpected}` +
+            (ROUNDS > 1 || baseline ? ` [round ${round}${floorRun ? `, server/floor ${(serverRun.rps / floorRun.rps).toFixed(2)}` : ''}, CPU ${serverRun.cpuUs.toFixed(1)} µs/answer]` : ''),
+        );
       }
-      const note = await scenario.prepare?.(ceilingRun);
-      const sample = scenario.sample();
-      const answer = await fetch(`${server.url}${sample.url}`, sample.init);
-      const answerBytes = (await answer.arrayBuffer()).byteLength;
-      if (answer.status !== scenario.expect) throw new Error(`${scenario.name}: the server answered ${answer.status}, not ${scenario.expect}`);
-      log(`${scenario.name}: server`);
-      const rssBeforeMb = memoryOf(server.pid).rssMb;
-      const warmupRun = await runWrk(scenario.url(server.url), scenario.script, WARMUP, argsFor('warmup'));
-      const serverRun = await runWrk(scenario.url(server.url), scenario.script, LOAD, argsFor('measured'));
-      // Requests wrk left in flight are still answered; let them finish before reading the store.
-      await sleep(500);
-      const rssAfterMb = memoryOf(server.pid).rssMb;
-      const checked = scenario.check?.(warmupRun, serverRun);
-      // wrk counts answers ≥ 400: for the missing task those are the expected ones.
-      const wrongStatus = scenario.expect >= 400 ? serverRun.requests - serverRun.statusErrors : serverRun.statusErrors;
-      const result: ScenarioResult = {
-        name: scenario.name,
-        answerBytes,
-        server: serverRun,
-        ceiling: ceilingRun,
-        ...(floorRun ? { floor: floorRun } : {}),
-        rssBeforeMb,
-        rssAfterMb,
-        unexpected: wrongStatus + serverRun.socketErrors,
-        ...(note || checked ? { note: [note, checked].filter(Boolean).join('; ') } : {}),
-      };
-      results.scenarios.push(result);
-      log(
-        `${scenario.name}: ${Math.round(serverRun.rps)} req/s (ceiling ${Math.round(ceilingRun.rps)}, ratio ${(serverRun.rps / ceilingRun.rps).toFixed(2)}), ` +
-          (floorRun ? `floor ${Math.round(floorRun.rps)} (ratio ${(floorRun.rps / ceilingRun.rps).toFixed(2)}, p99 ${floorRun.p99Ms.toFixed(2)} ms), ` : '') +
-          `p50 ${serverRun.p50Ms.toFixed(2)} ms, p99 ${serverRun.p99Ms.toFixed(2)} ms, RSS ${rssBeforeMb.toFixed(0)} → ${rssAfterMb.toFixed(0)} MB, errors ${result.unexpected}`,
-      );
     }
   }
   await stop(ceiling.child);
   await stop(floor.child);
+  if (baseline) await stop(baseline.child);
+  baseline = undefined;
 
   // --- Memory: queries of the succeeded task until RSS_REQUESTS were answered, RSS every quarter.
   if (!SKIP.has('rss')) {
@@ -513,6 +557,7 @@ try {
   if (mainServer) await stop(mainServer.child);
   if (ceiling) await stop(ceiling.child);
   if (floor) await stop(floor.child);
+  if (baseline) await stop(baseline.child);
   rmSync(work, { recursive: true, force: true });
 }
 

@@ -8,10 +8,16 @@
  *
  * - throughput: `--tasks` submitted by `--concurrency` clients as fast as they
  *   are answered; tasks/s from the first submit to the last webhook received.
+ * - what a task costs its store over the throughput window (bench/http/store-cost.ts): transactions,
+ *   statements, round trips and WAL bytes per task, and the statements sent most often.
+ * - `--stores sqlite,postgres` and `--topologies all,split`: `all` is one `--role all` process per
+ *   store; `split` (PostgreSQL only) is 2 `api` + 2 `worker` processes, submits alternating between
+ *   the two api processes, the workers serving files through the first (VIDGEN_PUBLIC_BASE_URL).
  * - latency: `--paced` tasks at `--rate` per second (not saturated); submit
  *   sent → webhook received, p50/p99.
  * PostgreSQL is skipped with a note when it is not reachable.
  */
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,17 +25,29 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { openBackend } from '../src/store/open.js';
 import type { Config } from '../src/config.js';
-import { createAccountWithKey, pipelineEnv, startServerProcess, startWebhookReceiver, stopServerProcess } from '../test/support/pipeline-processes.js';
+import { createAccountWithKey, freePort, pipelineEnv, startServerProcess, startWebhookReceiver, stopServerProcess, type Role } from '../test/support/pipeline-processes.js';
+import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 
 const { values } = parseArgs({
-  options: { tasks: { type: 'string', default: '2000' }, concurrency: { type: 'string', default: '32' }, paced: { type: 'string', default: '200' }, rate: { type: 'string', default: '20' } },
+  options: {
+    tasks: { type: 'string', default: '2000' },
+    concurrency: { type: 'string', default: '32' },
+    paced: { type: 'string', default: '200' },
+    rate: { type: 'string', default: '20' },
+    stores: { type: 'string', default: 'sqlite,postgres' },
+    topologies: { type: 'string', default: 'all,split' },
+  },
   allowPositionals: true,
 });
 const TASKS = Number(values.tasks);
 const CONCURRENCY = Number(values.concurrency);
 const PACED = Number(values.paced);
 const RATE = Number(values.rate);
+const STORES = values.stores!.split(',');
+const TOPOLOGIES = values.topologies!.split(',') as Topology[];
+type Topology = 'all' | 'split';
+const costs: { name: string; cost: TaskCost }[] = [];
 
 const received = new Map<string, number>();
 const waiters = new Map<string, () => void>();
@@ -43,26 +61,43 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-async function measure(name: string, database: Config['database']): Promise<Record<string, string>> {
+async function measure(name: string, database: Config['database'], topology: Topology = 'all'): Promise<Record<string, string>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-pipeline-'));
+  const countDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-counts-'));
   const backend = await openBackend({ database, jobLeaseMs: 60_000 }, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
   const { key } = await createAccountWithKey(backend.store, 'bench', 1_000_000_000);
   await backend.close();
 
-  // VIDGEN_BENCH_CPU_PROF=<dir>: a CPU profile of the server, written when it exits.
+  // VIDGEN_BENCH_CPU_PROF=<dir>: a CPU profile of each server process, written when it exits.
   const profile = process.env.VIDGEN_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.VIDGEN_BENCH_CPU_PROF}`] : [];
-  const { child: server, baseUrl } = await startServerProcess(
-    'all',
-    {
-      ...pipelineEnv({ databaseUrl: database.kind === 'sqlite' ? `sqlite:${database.path}` : database.url, dataDir, receiverCaFile: receiver.writeCa(dataDir) }),
-      VIDGEN_INSTANT_CONCURRENCY: '64',
-      VIDGEN_WEBHOOK_CONCURRENCY: '64',
-    },
-    { nodeArgs: profile, inheritStderr: true },
-  );
+  const env = {
+    ...pipelineEnv({ databaseUrl: database.kind === 'sqlite' ? `sqlite:${database.path}` : database.url, dataDir, receiverCaFile: receiver.writeCa(dataDir) }),
+    VIDGEN_INSTANT_CONCURRENCY: '64',
+    VIDGEN_WEBHOOK_CONCURRENCY: '64',
+    VIDGEN_BENCH_COUNT_SQL: countDir,
+  };
+  const children: ChildProcess[] = [];
+  const start = (role: Role, extra: Record<string, string> = {}) =>
+    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile], inheritStderr: true, onSpawn: (child) => children.push(child) });
+  let baseUrls: string[];
+  try {
+    if (topology === 'all') {
+      baseUrls = [(await start('all')).baseUrl];
+    } else {
+      const apiPort = await freePort();
+      const filesAt = { VIDGEN_PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}` };
+      const started = await Promise.all([start('api', { PORT: String(apiPort) }), start('api'), start('worker', filesAt), start('worker', filesAt)]);
+      baseUrls = started.slice(0, 2).map((process) => process.baseUrl);
+    }
+  } catch (error) {
+    await Promise.all(children.map((child) => stopServerProcess(child)));
+    throw error;
+  }
+  let submits = 0;
 
   const body = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'bench', duration: 4, resolution: '480p', webhookUrl: receiver.url('/hooks') });
   const submit = async (): Promise<string> => {
+    const baseUrl = baseUrls[submits++ % baseUrls.length]!;
     const res = await fetch(`${baseUrl}/api/open/v1/video/generations`, { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' }, body });
     if (res.status !== 202) throw new Error(`submit answered ${res.status}: ${await res.text()}`);
     return ((await res.json()) as { requestId: string }).requestId;
@@ -81,6 +116,8 @@ async function measure(name: string, database: Config['database']): Promise<Reco
     await Promise.all(Array.from({ length: 20 }, async () => delivered(await submit())));
 
     // Throughput: as fast as submits are answered, until the last webhook arrives.
+    const postgresUrl = database.kind === 'postgres' ? database.url : undefined;
+    const costBefore = await costSnapshot(children, countDir, postgresUrl);
     const started = performance.now();
     let next = 0;
     const ids: string[] = [];
@@ -96,6 +133,7 @@ async function measure(name: string, database: Config['database']): Promise<Reco
     await Promise.all(ids.map(delivered));
     const finished = performance.now();
     const throughput = TASKS / ((finished - started) / 1000);
+    costs.push({ name, cost: costPerTask(costBefore, await costSnapshot(children, countDir, postgresUrl), TASKS, database.kind) });
 
     // Latency, not saturated: paced submits, each timed from send to its webhook.
     const latencies: number[] = [];
@@ -120,25 +158,37 @@ async function measure(name: string, database: Config['database']): Promise<Reco
     };
   } finally {
     // A graceful stop, so that a CPU profile is written; SIGKILL if it does not come.
-    await stopServerProcess(server);
+    await Promise.all(children.map((child) => stopServerProcess(child)));
     rmSync(dataDir, { recursive: true, force: true });
+    rmSync(countDir, { recursive: true, force: true });
   }
 }
 
 const rows: Record<string, string>[] = [];
 try {
-  const sqliteDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-sqlite-'));
-  rows.push(await measure('SQLite', { kind: 'sqlite', path: join(sqliteDir, 'vidgen.db') }));
-  rmSync(sqliteDir, { recursive: true, force: true });
-  if (await postgresAvailable()) {
-    const database = await createTestDatabase();
+  if (STORES.includes('sqlite')) {
+    const sqliteDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-sqlite-'));
     try {
-      rows.push(await measure('PostgreSQL', { kind: 'postgres', url: database.url, poolSize: 10 }));
+      rows.push(await measure('SQLite', { kind: 'sqlite', path: join(sqliteDir, 'vidgen.db') }));
     } finally {
-      await database.drop();
+      rmSync(sqliteDir, { recursive: true, force: true });
     }
-  } else {
-    console.log('PostgreSQL is not reachable: measured SQLite only.');
+  }
+  if (STORES.includes('postgres')) {
+    if (await postgresAvailable()) {
+      for (const topology of TOPOLOGIES) {
+        // A database of its own per topology: each starts from an empty queue and tables.
+        const database = await createTestDatabase();
+        try {
+          const name = topology === 'all' ? 'PostgreSQL' : 'PostgreSQL 2 api + 2 worker';
+          rows.push(await measure(name, { kind: 'postgres', url: database.url, poolSize: 10 }, topology));
+        } finally {
+          await database.drop();
+        }
+      }
+    } else {
+      console.log('PostgreSQL is not reachable: measured SQLite only.');
+    }
   }
 } finally {
   await receiver.close();
@@ -147,4 +197,17 @@ try {
 console.log(`\nPipeline, submit → webhook received (instant provider); ${TASKS} tasks at ${CONCURRENCY} clients, then ${PACED} paced at ${RATE}/s.`);
 console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version}.\n`);
 console.table(rows);
+
+// Markdown (lines not starting with │, so the table above stays the one pipeline-run.ts parses).
+const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
+console.log('\nWhat a task costs its store (throughput window, per task; PostgreSQL transactions from pg_stat_database, statements and round trips counted at the client; SQLite transactions are write commits):\n');
+console.log('| store | transactions | statements | round trips | WAL bytes | rows written |');
+console.log('|---|---|---|---|---|---|');
+for (const { name, cost } of costs) {
+  console.log(`| ${name} | ${fixed(cost.transactions, 2)} | ${fixed(cost.statements)} | ${fixed(cost.roundTrips)} | ${cost.walBytes.toFixed(0)} | ${fixed(cost.rowsWritten)} |`);
+}
+for (const { name, cost } of costs) {
+  console.log(`\n${name}: statements per task, most frequent first`);
+  for (const [text, n] of cost.top) console.log(`  ${n.toFixed(2).padStart(6)}  ${text}`);
+}
 process.exit(0);

@@ -49,6 +49,16 @@ const sql = {
        FROM tasks WHERE account_id = ? AND id = ?`,
     )
     .raw(true),
+  // The first page of the list: the same columns as the query and the webhook's progress (the server's view joins it),
+  // newest first by the account's index, one more than the page to know whether there is a next one.
+  page: db
+    .prepare(
+      `SELECT t.id, t.status, t.model, t.prompt, t.duration, t.aspect_ratio, t.resolution, t.mode, t.media_urls, t.metadata, t.credits_charged,
+              t.credits_refunded, t.output_key, t.output_expires_at, t.created_at, t.updated_at, t.completed_at, d.status, d.attempts, d.last_attempt_at
+       FROM tasks t LEFT JOIN webhook_deliveries d ON d.task_id = t.id
+       WHERE t.account_id = ? ORDER BY t.created_at DESC, t.id DESC LIMIT ?`,
+    )
+    .raw(true),
   insertTask: db.prepare(
     `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url,
                         credits_charged, created_at, updated_at, deadline_at)
@@ -70,6 +80,9 @@ type TaskRow = [
   mediaUrls: string, metadata: string | null, creditsCharged: number, creditsRefunded: number,
   outputKey: string | null, outputExpiresAt: number | null, createdAt: number, updatedAt: number, completedAt: number | null,
 ];
+
+/** `sql.page`'s columns: `TaskRow`'s, then the webhook's status, attempts and last attempt (null without one). */
+type PageRow = [...TaskRow, webhookStatus: string | null, webhookAttempts: number | null, webhookLastAttemptAt: number | null];
 
 const accounts = new Map<string, string>();
 function accountOf(authorization: string | undefined): string | undefined {
@@ -115,6 +128,38 @@ app.get(`${BASE}/:id`, async (c) => {
     error: null,
     completedAt: iso(t[16]),
   });
+});
+/** A task row (`sql.task`'s columns, then the webhook's status, attempts and last attempt of `sql.page`) as the API shows it. */
+const resource = (t: TaskRow | PageRow) => ({
+  success: true,
+  requestId: t[0],
+  model: t[2],
+  prompt: t[3],
+  duration: t[4],
+  aspectRatio: t[5],
+  resolution: t[6],
+  mode: t[7],
+  mediaUrls: JSON.parse(t[8]),
+  metadata: t[9] === null ? null : JSON.parse(t[9]),
+  creditsCharged: t[10],
+  creditsRefunded: t[11],
+  createdAt: iso(t[14]),
+  updatedAt: iso(t[15]),
+  ...(t.length > 17 && t[17] !== null ? { webhook: { status: t[17], attempts: t[18], lastAttemptAt: iso(t[19] ?? null) } } : {}),
+  status: t[1],
+  output: t[12] === null || t[13] === null ? null : { type: 'video', url: signed(t[12], t[13]), expiresAt: iso(t[13]) },
+  error: null,
+  completedAt: iso(t[16]),
+});
+app.get(BASE, async (c) => {
+  const account = accountOf(c.req.header('authorization'));
+  if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
+  const limit = 20;
+  const rows = await group.read(() => sql.page.all(account, limit + 1) as PageRow[]);
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  const nextCursor = rows.length > limit && last ? Buffer.from(JSON.stringify({ t: last[14], i: last[0], s: null })).toString('base64url') : null;
+  return c.json({ success: true, data: page.map(resource), nextCursor });
 });
 app.post(BASE, async (c) => {
   const account = accountOf(c.req.header('authorization'));

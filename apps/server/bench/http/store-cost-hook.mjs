@@ -1,0 +1,127 @@
+/**
+ * Preloaded into a server process by bench/pipeline.ts (`node --import …/store-cost-hook.mjs dist/main.js`)
+ * when VIDGEN_BENCH_COUNT_SQL=<dir> is set: counts what the process asks of its store, at the client.
+ *
+ * - PostgreSQL (`pg`, shared by the store, pg-boss and the LISTEN connection): every `Client#query` is one
+ *   round trip (the extended protocol sends parse/bind/execute/sync together); counted per statement text.
+ * - SQLite (`better-sqlite3`): every statement run (`run`/`get`/`all`/`iterate`, `exec`), counted per text;
+ *   write commits and the WAL they appended, read from the WAL index (`-shm`: mxFrame and the salt that
+ *   changes when the WAL restarts after a checkpoint) after each statement that ends a transaction.
+ *
+ * On SIGUSR2 the counts are written to `<dir>/<pid>.json` (with a sequence number, so the reader knows
+ * it has the answer to its signal). Plain JavaScript: loaded before the built server, without tsx.
+ */
+import { closeSync, openSync, readSync, renameSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+const dir = process.env.VIDGEN_BENCH_COUNT_SQL;
+const require = createRequire(import.meta.url);
+const counts = {
+  pg: { roundTrips: 0, begins: 0, commits: 0, rollbacks: 0, byText: {} },
+  sqlite: { statements: 0, writeCommits: 0, walFrames: 0, walResets: 0, walBytes: 0, byText: {} },
+};
+const label = (text) => String(text).replace(/\s+/g, ' ').trim().slice(0, 90);
+
+if (dir) {
+  // --- pg
+  const pg = require('pg');
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function countedQuery(config, ...rest) {
+    const text = typeof config === 'string' ? config : config?.text;
+    if (text !== undefined) {
+      const c = counts.pg;
+      c.roundTrips++;
+      const key = label(text);
+      c.byText[key] = (c.byText[key] ?? 0) + 1;
+      if (/^\s*BEGIN/i.test(text)) c.begins++;
+      else if (/^\s*COMMIT/i.test(text)) c.commits++;
+      else if (/^\s*ROLLBACK/i.test(text)) c.rollbacks++;
+    }
+    return query.call(this, config, ...rest);
+  };
+
+  // --- better-sqlite3
+  let Database;
+  try {
+    Database = require('better-sqlite3');
+  } catch {
+    Database = undefined;
+  }
+  if (Database) {
+    /** Per database: the -shm file and the WAL index header last seen. */
+    const wal = new WeakMap();
+    const header = Buffer.alloc(48);
+    const afterTransaction = (db) => {
+      let state = wal.get(db);
+      if (!state) {
+        try {
+          state = { fd: openSync(`${db.name}-shm`, 'r'), mxFrame: 0, salt: 0 };
+        } catch {
+          return;
+        }
+        wal.set(db, state);
+      }
+      if (readSync(state.fd, header, 0, 48, 0) < 48) return;
+      const pageSize = header.readUInt16LE(14) === 1 ? 65536 : header.readUInt16LE(14);
+      const mxFrame = header.readUInt32LE(16);
+      const salt = header.readUInt32LE(32);
+      const c = counts.sqlite;
+      if (salt !== state.salt && state.salt !== 0) {
+        // The WAL restarted (after a checkpoint that copied all of it): every frame in it now is new.
+        c.walResets++;
+        c.walFrames += mxFrame;
+        c.walBytes += 32 + mxFrame * (24 + pageSize);
+        if (mxFrame > 0) c.writeCommits++;
+      } else if (mxFrame !== state.mxFrame) {
+        const frames = mxFrame > state.mxFrame ? mxFrame - state.mxFrame : mxFrame;
+        c.walFrames += frames;
+        c.walBytes += frames * (24 + pageSize);
+        c.writeCommits++;
+      }
+      state.mxFrame = mxFrame;
+      state.salt = salt;
+    };
+    const count = (text) => {
+      const c = counts.sqlite;
+      c.statements++;
+      const key = label(text);
+      c.byText[key] = (c.byText[key] ?? 0) + 1;
+    };
+    const exec = Database.prototype.exec;
+    Database.prototype.exec = function countedExec(sql) {
+      count(sql);
+      const result = exec.call(this, sql);
+      if (!this.inTransaction) afterTransaction(this);
+      return result;
+    };
+    const prepare = Database.prototype.prepare;
+    let patched = false;
+    Database.prototype.prepare = function countedPrepare(...args) {
+      const statement = prepare.apply(this, args);
+      if (!patched) {
+        patched = true;
+        const proto = Object.getPrototypeOf(statement);
+        for (const method of ['run', 'get', 'all', 'iterate']) {
+          const original = proto[method];
+          proto[method] = function countedStatement(...params) {
+            count(this.source);
+            const result = original.apply(this, params);
+            if (!this.database.inTransaction) afterTransaction(this.database);
+            return result;
+          };
+        }
+      }
+      return statement;
+    };
+  }
+
+  let seq = 0;
+  process.on('SIGUSR2', () => {
+    seq++;
+    const path = join(dir, `${process.pid}.json`);
+    writeFileSync(`${path}.tmp`, JSON.stringify({ seq, pid: process.pid, ...counts }));
+    renameSync(`${path}.tmp`, path);
+  });
+  void closeSync;
+}

@@ -1,0 +1,122 @@
+/**
+ * What a task costs its store, for bench/pipeline.ts: transactions, statements, round trips and WAL
+ * bytes over a window, per task.
+ *
+ * - Client side, in each server process: bench/http/store-cost-hook.mjs (preloaded, VIDGEN_BENCH_COUNT_SQL)
+ *   counts PostgreSQL round trips per statement text, SQLite statements, write commits and WAL frames.
+ * - Server side, PostgreSQL: pg_stat_database (commits + rollbacks, rows written) for the bench's database
+ *   and pg_current_wal_lsn() (the WAL is the cluster's: nothing else should write while a bench runs).
+ *   pg_stat_statements is not loaded on this server (shared_preload_libraries is empty), so statements
+ *   are counted at the client: with `pg` every query is one statement and one round trip.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+export const STORE_COST_HOOK = fileURLToPath(new URL('./store-cost-hook.mjs', import.meta.url));
+
+interface ProcessCounts {
+  seq: number;
+  pg: { roundTrips: number; begins: number; commits: number; rollbacks: number; byText: Record<string, number> };
+  sqlite: { statements: number; writeCommits: number; walFrames: number; walResets: number; walBytes: number; byText: Record<string, number> };
+}
+
+export interface CostSnapshot {
+  processes: ProcessCounts[];
+  postgres?: { xacts: number; rowsWritten: number; walLsn: string };
+}
+
+/** The hook's counts of each process, asked for by SIGUSR2 and read back once written. */
+async function processCounts(children: ChildProcess[], dir: string): Promise<ProcessCounts[]> {
+  const read = (pid: number): ProcessCounts | undefined => {
+    const path = `${dir}/${pid}.json`;
+    return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as ProcessCounts) : undefined;
+  };
+  return Promise.all(
+    children.map(async (child) => {
+      const before = read(child.pid!)?.seq ?? 0;
+      child.kill('SIGUSR2');
+      for (let i = 0; i < 200; i++) {
+        const now = read(child.pid!);
+        if (now && now.seq > before) return now;
+        await new Promise((done) => setTimeout(done, 10));
+      }
+      throw new Error(`process ${child.pid} did not report its store counts (is VIDGEN_BENCH_COUNT_SQL set?)`);
+    }),
+  );
+}
+
+async function postgresStats(url: string): Promise<CostSnapshot['postgres']> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    // Backends report their counts at most once a second, and when idle: let the last ones in.
+    await new Promise((done) => setTimeout(done, 1_500));
+    const { rows } = await client.query(
+      `SELECT xact_commit + xact_rollback AS xacts, tup_inserted + tup_updated + tup_deleted AS rows_written, pg_current_wal_lsn()::text AS lsn
+       FROM pg_stat_database WHERE datname = current_database()`,
+    );
+    // This query's own transaction is counted in the next snapshot: one per window, negligible per task.
+    return { xacts: Number(rows[0].xacts), rowsWritten: Number(rows[0].rows_written), walLsn: rows[0].lsn };
+  } finally {
+    await client.end();
+  }
+}
+
+export async function costSnapshot(children: ChildProcess[], dir: string, postgresUrl?: string): Promise<CostSnapshot> {
+  return { processes: await processCounts(children, dir), postgres: postgresUrl ? await postgresStats(postgresUrl) : undefined };
+}
+
+const lsnBytes = (lsn: string) => {
+  const [high, low] = lsn.split('/');
+  return BigInt(`0x${high}`) * 2n ** 32n + BigInt(`0x${low}`);
+};
+
+export interface TaskCost {
+  transactions: number;
+  statements: number;
+  roundTrips: number | undefined;
+  walBytes: number;
+  /** PostgreSQL: rows inserted, updated or deleted (pg_stat_database). */
+  rowsWritten: number | undefined;
+  /** The statements sent most often, per task. */
+  top: [string, number][];
+}
+
+/** Per task between two snapshots of the same processes. */
+export function costPerTask(before: CostSnapshot, after: CostSnapshot, tasks: number, kind: 'sqlite' | 'postgres'): TaskCost {
+  const sum = (pick: (counts: ProcessCounts) => number) =>
+    after.processes.reduce((total, counts) => total + pick(counts), 0) - before.processes.reduce((total, counts) => total + pick(counts), 0);
+  const byText = new Map<string, number>();
+  for (const [sign, snapshot] of [[1, after], [-1, before]] as const) {
+    for (const counts of snapshot.processes) {
+      for (const [text, n] of Object.entries(kind === 'postgres' ? counts.pg.byText : counts.sqlite.byText)) byText.set(text, (byText.get(text) ?? 0) + sign * n);
+    }
+  }
+  const top = [...byText.entries()]
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 25)
+    .map(([text, n]) => [text, n / tasks] as [string, number]);
+  if (kind === 'postgres') {
+    const pgBefore = before.postgres!;
+    const pgAfter = after.postgres!;
+    return {
+      transactions: (pgAfter.xacts - pgBefore.xacts) / tasks,
+      statements: sum((c) => c.pg.roundTrips) / tasks,
+      roundTrips: sum((c) => c.pg.roundTrips) / tasks,
+      walBytes: Number(lsnBytes(pgAfter.walLsn) - lsnBytes(pgBefore.walLsn)) / tasks,
+      rowsWritten: (pgAfter.rowsWritten - pgBefore.rowsWritten) / tasks,
+      top,
+    };
+  }
+  return {
+    transactions: sum((c) => c.sqlite.writeCommits) / tasks,
+    statements: sum((c) => c.sqlite.statements) / tasks,
+    roundTrips: undefined,
+    walBytes: sum((c) => c.sqlite.walBytes) / tasks,
+    rowsWritten: undefined,
+    top,
+  };
+}
