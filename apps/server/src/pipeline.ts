@@ -126,6 +126,8 @@ export function createPipelineWorker(deps: {
     files: deps.files,
     workDir: join(config.dataDir, 'work'),
     concurrency: { ...config.concurrency, webhooks: config.webhooks.concurrency },
+    // A job enqueued wakes the lanes models are routed to, and webhooks; the rest are looked at every poll.
+    wakeLanes: [...new Set(Object.values(config.providers)), 'webhooks'],
     deliveries: createDeliveryRunner({
       store: deps.store,
       clock: deps.clock,

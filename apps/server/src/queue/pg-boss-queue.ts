@@ -50,8 +50,6 @@ function parseJobId(value: string): { provider: string; lane: string; id: string
   return { provider, lane: laneOf(provider), id, claim: Number(claim) };
 }
 
-const adapter = (client: Queryable): PgBoss.Db => ({ executeSql: (text, values) => client.query(text, values) });
-
 export interface PgBossQueueOptions {
   connectionString: string;
   /** Every lane a job may be sent to (providers and `webhooks`). */
@@ -62,6 +60,8 @@ export interface PgBossQueueOptions {
   supervise: boolean;
   /** Runs `work` in one transaction (the store's). */
   transaction: <T>(work: (client: pg.PoolClient) => Promise<T>) => Promise<T>;
+  /** Runs one statement on its own (the store's pool); pg-boss's pool when not given. */
+  query?: (text: string, values: unknown[]) => Promise<pg.QueryResult>;
   onError?: (error: Error) => void;
 }
 
@@ -121,8 +121,12 @@ export class PgBossQueue implements JobQueue, PgJobs {
   /** `delayed`: start at `runAt` (a retry, a hand-back with a delay); otherwise at once, on the database's clock. */
   async enqueue(client: Queryable, job: { kind: Job['kind']; taskId: string; provider: string; maxAttempts: number; runAt: Date }, attempt = 1, delayed = attempt > 1): Promise<void> {
     const data: JobData = { taskId: job.taskId, kind: job.kind, maxAttempts: job.maxAttempts, attempt };
+    // pg-boss's one INSERT, with the wake-up NOTIFY (sent at commit) in the same statement: one round trip, not two.
     const id = await this.boss.send(laneOf(job.provider), data, {
-      db: adapter(client),
+      db: {
+        executeSql: (text, values) =>
+          client.query(`WITH sent AS (${text}) SELECT id, pg_notify($${values!.length + 1}, $${values!.length + 2}) FROM sent`, [...values!, JOBS_CHANNEL, job.provider]),
+      },
       expireInSeconds: this.leaseSeconds,
       retryLimit: job.maxAttempts + 1,
       retryDelay: 0,
@@ -130,7 +134,6 @@ export class PgBossQueue implements JobQueue, PgJobs {
     });
     // pg-boss answers null instead of failing when it inserted nothing (an unknown lane): a task must never lack its job.
     if (!id) throw new Error(`the job for ${job.taskId} was not enqueued in lane ${laneOf(job.provider)}`);
-    await client.query('SELECT pg_notify($1, $2)', [JOBS_CHANNEL, job.provider]);
   }
 
   async claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
@@ -151,12 +154,11 @@ export class PgBossQueue implements JobQueue, PgJobs {
     const { lane, id, claim } = parseJobId(input.jobId);
     // pg-boss expires on the database's clock: the lease is a duration from its now().
     const seconds = Math.max(1, input.leaseMs / 1000);
-    const result = await this.options.transaction((client) =>
-      client.query(
-        `UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)
-         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
-        [lane, id, claim, seconds],
-      ),
+    // One statement: atomic on its own, no BEGIN/COMMIT round trips around it.
+    const result = await this.single(
+      `UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)
+       WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
+      [lane, id, claim, seconds],
     );
     return result.rowCount === 1;
   }
@@ -172,8 +174,13 @@ export class PgBossQueue implements JobQueue, PgJobs {
     return result.rowCount === 1;
   }
 
+  /** A single statement runs on its own (autocommit): the store's pool when given, else pg-boss's. */
+  private single(text: string, values: unknown[]): Promise<pg.QueryResult> {
+    return this.options.query ? this.options.query(text, values) : (this.boss.getDb().executeSql(text, values) as Promise<pg.QueryResult>);
+  }
+
   async complete(jobIdValue: string): Promise<void> {
-    await this.options.transaction((client) => this.finish(client, jobIdValue, 'completed', null));
+    await this.finish({ query: (text: string, values: unknown[]) => this.single(text, values) } as Queryable, jobIdValue, 'completed', null);
   }
 
   async retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
@@ -206,7 +213,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   async bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
-    await this.options.transaction((client) => this.finish(client, input.jobId, 'cancelled', { error: input.error }));
+    await this.finish({ query: (text: string, values: unknown[]) => this.single(text, values) } as Queryable, input.jobId, 'cancelled', { error: input.error });
   }
 
   /** Drops the jobs of a task in a lane that have not started (a redelivery replaces its pending chain). */

@@ -35,6 +35,13 @@ export interface WorkerOptions {
   providerFor: (model: ModelId) => Provider;
   /** Jobs run at once, per provider name; a provider absent here is not run by this worker. */
   concurrency: Record<string, number>;
+  /**
+   * The lanes a wake-up (`wake()`: a job enqueued) claims from: those models are routed to, and
+   * webhooks. The others (a lane no model is routed to any more, whose old jobs still must run) are
+   * claimed from at every poll only. Default: every lane of `concurrency`. A claim on a lane with
+   * nothing in it still costs a query (PostgreSQL) or a commit (SQLite).
+   */
+  wakeLanes?: string[];
   fetcher: ReferenceFetcher;
   files: OutputFiles;
   /** Scratch space for fetched references and renders in progress. */
@@ -100,6 +107,10 @@ export function createWorker(options: WorkerOptions): Worker {
   let stopping = false;
   let pumping = false;
   let pumpAgain = false;
+  const allLanes = Object.keys(options.concurrency);
+  const wakeLanes = options.wakeLanes ?? allLanes;
+  /** The lanes the next round of the pump claims from: a lane is asked for when it may have work this worker has room for. */
+  const wanted = new Set<string>();
   /** Settles when the pump in progress has stopped claiming (its last claim's job is in `inFlight`). */
   let pumped: Promise<void> = Promise.resolve();
   let cancelTimer: (() => void) | undefined;
@@ -118,7 +129,8 @@ export function createWorker(options: WorkerOptions): Worker {
    * SQLite, one query on PostgreSQL), and a job at a time had bounded the worker at one claim per
    * commit.
    */
-  async function pump(): Promise<void> {
+  async function pump(ask: Iterable<string> = allLanes): Promise<void> {
+    for (const lane of ask) wanted.add(lane);
     if (pumping) {
       pumpAgain = true;
       return;
@@ -133,7 +145,9 @@ export function createWorker(options: WorkerOptions): Worker {
           sweepDue = false;
           await sweep();
         }
-        const lanes = stopping ? [] : await free();
+        const asked = new Set(wanted);
+        wanted.clear();
+        const lanes = stopping ? [] : (await free()).filter(({ provider }) => asked.has(provider));
         const claims = await Promise.allSettled(
           lanes.map(({ provider, slots }) => queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, provider, limit: slots })),
         );
@@ -160,7 +174,10 @@ export function createWorker(options: WorkerOptions): Worker {
         busy.set(job.provider, (busy.get(job.provider) ?? 1) - 1);
         inFlight.delete(job.id);
         settleIdle();
-        if (!stopping) void pump();
+        // A slot of this lane is free: of the lanes that were full, only this one can have work this
+        // worker had no room for. A generation that ended may have enqueued its webhook: that lane
+        // too (in one process on SQLite nothing else announces it).
+        if (!stopping) void pump(job.kind === 'generate' ? [job.provider, 'webhooks'] : [job.provider]);
       });
     inFlight.set(job.id, run);
   }
@@ -445,7 +462,7 @@ export function createWorker(options: WorkerOptions): Worker {
     },
     wake() {
       if (started && !stopping) {
-        void pump();
+        void pump(wakeLanes);
         options.upstream?.follower.wake();
       }
     },

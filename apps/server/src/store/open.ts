@@ -59,6 +59,7 @@ export async function openBackend(
         leaseMs: config.jobLeaseMs,
         supervise: options.supervise,
         transaction: (work) => store!.transaction(work),
+        query: (text, values) => store!.pool.query(text, values),
         onError: (error) => options.logger.error({ err: error }, 'job queue error'),
       });
       store = new PgStore(url, queue, { webhookJobAttempts: 20, poolSize });

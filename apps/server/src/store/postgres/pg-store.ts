@@ -64,6 +64,12 @@ const TYPES = {
 
 const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
 
+/** The UTC hour and day `now` falls in: the keys of its usage totals. */
+const usageBuckets = (now: Date) => ({
+  hourStart: new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000),
+  dayStart: new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000),
+});
+
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
@@ -81,30 +87,50 @@ const SQL = {
   countActiveTasks: `SELECT count(*)::int AS n FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   addToBalance: 'UPDATE accounts SET balance = balance + $2 WHERE id = $1',
   // The conditional update is the whole guard against overdrafts: a concurrent charge waits for the row lock and re-checks.
-  chargeBalance: 'UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2',
+  // The charge and its ledger entry in one statement (one round trip with the account's row locked):
+  // no row inserted when the balance is short. The entry keeps the balance it left.
+  // With it, the usage totals of the hour and the day (rows the account's every task shares, so also locked until
+  // the commit): one round trip with the hot rows held, where there were four. Nothing is written, and no row
+  // counted, when the balance is short.
+  chargeWithLedgerAndUsage: `
+    WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
+    ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
+               SELECT $1, 'charge', -$2::bigint, $3::text, NULL, $4::timestamptz, balance FROM charged),
+    hourly AS (INSERT INTO usage_hourly (account_id, hour_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+               SELECT $1, $5::timestamptz, $6::text, $2, 0, 0, 0, 0, 0 FROM charged
+               ON CONFLICT (account_id, hour_start, model) DO UPDATE SET credits_charged = usage_hourly.credits_charged + excluded.credits_charged)
+    INSERT INTO usage_daily (account_id, day_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+    SELECT $1, $7::timestamptz, $6::text, $2, 0, 0, 0, 0, 0 FROM charged
+    ON CONFLICT (account_id, day_start, model) DO UPDATE SET credits_charged = usage_daily.credits_charged + excluded.credits_charged`,
+  // A refund and its ledger entry in one statement; the unique ledger index refuses a second refund (and so the balance change with it).
+  refundWithLedger: `WITH refunded AS (UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance)
+                     INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
+                     SELECT $1, 'refund', $2::bigint, $3::text, $4::text, $5::timestamptz, balance FROM refunded`,
   // Written after the balance moved, in the same transaction: the entry keeps the balance it left.
   insertLedgerEntry: `INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
                       VALUES ($1, $2, $3, $4, $5, $6, (SELECT balance FROM accounts WHERE id = $1))`,
-  addUsage: `INSERT INTO usage_hourly (account_id, hour_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-             ON CONFLICT (account_id, hour_start, model) DO UPDATE SET
-               credits_charged = usage_hourly.credits_charged + excluded.credits_charged,
-               credits_refunded = usage_hourly.credits_refunded + excluded.credits_refunded,
-               succeeded = usage_hourly.succeeded + excluded.succeeded, failed = usage_hourly.failed + excluded.failed,
-               cancelled = usage_hourly.cancelled + excluded.cancelled, seconds_delivered = usage_hourly.seconds_delivered + excluded.seconds_delivered`,
   ledgerPage: `SELECT * FROM ledger_entries
                WHERE account_id = $1 AND ($2::bigint IS NULL OR id < $2) AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR task_id = $4)
                ORDER BY id DESC LIMIT $5`,
   creditsHeld: `SELECT coalesce(sum(credits_charged), 0)::bigint AS held, count(*)::int AS active FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   usageTotals: usageTotalsFrom('usage_hourly', 'hour_start'),
   usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
-  addUsageDaily: `INSERT INTO usage_daily (account_id, day_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                  ON CONFLICT (account_id, day_start, model) DO UPDATE SET
-                    credits_charged = usage_daily.credits_charged + excluded.credits_charged,
-                    credits_refunded = usage_daily.credits_refunded + excluded.credits_refunded,
-                    succeeded = usage_daily.succeeded + excluded.succeeded, failed = usage_daily.failed + excluded.failed,
-                    cancelled = usage_daily.cancelled + excluded.cancelled, seconds_delivered = usage_daily.seconds_delivered + excluded.seconds_delivered`,
+  // Both running totals in one statement (one round trip holding the rows every task of the account and model shares).
+  addUsageBoth: `WITH hourly AS (
+                   INSERT INTO usage_hourly (account_id, hour_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                   ON CONFLICT (account_id, hour_start, model) DO UPDATE SET
+                     credits_charged = usage_hourly.credits_charged + excluded.credits_charged,
+                     credits_refunded = usage_hourly.credits_refunded + excluded.credits_refunded,
+                     succeeded = usage_hourly.succeeded + excluded.succeeded, failed = usage_hourly.failed + excluded.failed,
+                     cancelled = usage_hourly.cancelled + excluded.cancelled, seconds_delivered = usage_hourly.seconds_delivered + excluded.seconds_delivered)
+                 INSERT INTO usage_daily (account_id, day_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+                 VALUES ($1, $10, $3, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (account_id, day_start, model) DO UPDATE SET
+                   credits_charged = usage_daily.credits_charged + excluded.credits_charged,
+                   credits_refunded = usage_daily.credits_refunded + excluded.credits_refunded,
+                   succeeded = usage_daily.succeeded + excluded.succeeded, failed = usage_daily.failed + excluded.failed,
+                   cancelled = usage_daily.cancelled + excluded.cancelled, seconds_delivered = usage_daily.seconds_delivered + excluded.seconds_delivered`,
   usageHours: 'SELECT * FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3 ORDER BY hour_start, model',
   deliveriesPage: `SELECT * FROM webhook_deliveries
                    WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR task_id = $3)
@@ -114,16 +140,21 @@ const SQL = {
   selectTask: 'SELECT * FROM tasks_with_webhook WHERE account_id = $1 AND id = $2',
   selectTaskById: 'SELECT * FROM tasks_with_webhook WHERE id = $1',
   selectDelivery: 'SELECT * FROM webhook_deliveries WHERE id = $1',
-  startTask: `UPDATE tasks SET status = 'processing', updated_at = $2 WHERE id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
+  // The started task as tasks_with_webhook has it, in the same statement (one round trip, no transaction around it).
+  startTask: `UPDATE tasks SET status = 'processing', updated_at = $2 WHERE id = $1 AND status IN ${inList(ACTIVE_STATES)}
+              RETURNING tasks.*,
+                (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
+                (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
+                (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`,
   completeTask: `UPDATE tasks SET status = 'succeeded', output_key = $3, output_url = $4, output_expires_at = $5, updated_at = $2, completed_at = $2
                  WHERE id = $1 AND status IN ${inList(statesLeadingTo('succeeded'))}
-                 RETURNING account_id, model, duration`,
+                 RETURNING *`,
   failTask: `UPDATE tasks SET status = 'failed', error_code = $3, error_message = $4, credits_refunded = credits_charged, updated_at = $2, completed_at = $2
              WHERE id = $1 AND status IN ${inList(statesLeadingTo('failed'))}
-             RETURNING id, account_id, credits_charged, model`,
+             RETURNING *`,
   cancelTask: `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = $3, completed_at = $3
                WHERE account_id = $1 AND id = $2 AND status IN ${inList(CANCELLABLE_STATES)}
-               RETURNING id, account_id, credits_charged, model`,
+               RETURNING *`,
   // --- Upstream tasks
   selectUpstreamTask: 'SELECT u.*, t.status AS task_status FROM upstream_tasks u JOIN tasks t ON t.id = u.task_id WHERE u.task_id = $1',
   // A reservation holds its task's row: a concurrent cancel (or a second reservation of the task) waits for it.
@@ -390,17 +421,9 @@ export class PgStore implements Store {
           return { kind: 'replayed', response: { status: row.response_status, body: row.response_body } };
         }
       }
-      const charged = (await client.query(SQL.chargeBalance, [task.accountId, task.creditsCharged])).rowCount === 1;
-      if (!charged) {
-        // Nothing of this transaction may stay, the idempotency claim included.
-        const available = (await this.one(SQL.selectAccount, [task.accountId], client))?.balance ?? 0;
-        throw new RollBack<SubmitOutcome>({ kind: 'insufficient_credits', required: task.creditsCharged, available });
-      }
-      if (input.maxActiveTasks) {
-        // The charge above locked the account's row: submissions of one account pass here one at a time.
-        const active = await this.one(SQL.countActiveTasks, [task.accountId], client);
-        if (active!.n >= input.maxActiveTasks) throw new RollBack<SubmitOutcome>({ kind: 'too_many_active_tasks', limit: input.maxActiveTasks });
-      }
+      // Rows only this task has first; the rows every submission of the account shares (its balance,
+      // its usage totals) last, so that each is held locked for as few round trips as possible before
+      // the commit: the account's submissions pass the charge one at a time.
       await client.query(
         `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
                             webhook_url, credits_charged, deadline_at, created_at, updated_at)
@@ -423,8 +446,6 @@ export class PgStore implements Store {
           now,
         ],
       );
-      await client.query(SQL.insertLedgerEntry, [task.accountId, 'charge', -task.creditsCharged, task.id, null, now]);
-      await this.addUsageIn(client, task.accountId, task.model, now, { creditsCharged: task.creditsCharged });
       await this.jobs.enqueue(client, { kind: 'generate', taskId: task.id, provider: input.job.provider, maxAttempts: input.job.maxAttempts, runAt: now });
       const created = toTask((await this.one(SQL.selectTask, [task.accountId, task.id], client))!);
       const response = input.respond(created);
@@ -435,6 +456,20 @@ export class PgStore implements Store {
           response.status,
           JSON.stringify(response.body),
         ]);
+      }
+      const { hourStart, dayStart } = usageBuckets(now);
+      const charged =
+        (await client.query(SQL.chargeWithLedgerAndUsage, [task.accountId, task.creditsCharged, task.id, now, hourStart, task.model, dayStart])).rowCount === 1;
+      if (!charged) {
+        // Nothing of this transaction may stay: the task, its job, the idempotency claim.
+        const available = (await this.one(SQL.selectAccount, [task.accountId], client))?.balance ?? 0;
+        throw new RollBack<SubmitOutcome>({ kind: 'insufficient_credits', required: task.creditsCharged, available });
+      }
+      if (input.maxActiveTasks) {
+        // The charge above locked the account's row: submissions of one account pass here one at a time.
+        // The count includes this task (inserted above).
+        const active = await this.one(SQL.countActiveTasks, [task.accountId], client);
+        if (active!.n - 1 >= input.maxActiveTasks) throw new RollBack<SubmitOutcome>({ kind: 'too_many_active_tasks', limit: input.maxActiveTasks });
       }
       return { kind: 'created', task: created, response };
     });
@@ -460,12 +495,13 @@ export class PgStore implements Store {
     return this.transaction(async (client): Promise<CancelOutcome> => {
       const cancelled = await this.one(SQL.cancelTask, [input.accountId, input.id, input.now], client);
       if (cancelled) {
-        await this.refundIn(client, cancelled, 'cancelled', input.now);
-        await this.addUsageIn(client, cancelled.account_id, cancelled.model, input.now, { creditsRefunded: cancelled.credits_charged, cancelled: 1 });
         // Its upstream task, if any, is stopped (queued upstream) or its result discarded: the follower looks now.
         await this.upstreamDueNowIn(client, input.id, input.now);
-        await this.enqueueWebhookIn(client, input.id, input.now);
-        return { kind: 'cancelled', task: toTask((await this.one(SQL.selectTask, [input.accountId, input.id], client))!) };
+        const task = await this.enqueueWebhookIn(client, cancelled, input.now);
+        // The rows every task of the account shares (balance, usage totals) last: held locked until the commit.
+        await this.refundIn(client, cancelled, 'cancelled', input.now);
+        await this.addUsageIn(client, cancelled.account_id, cancelled.model, input.now, { creditsRefunded: cancelled.credits_charged, cancelled: 1 });
+        return { kind: 'cancelled', task };
       }
       const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
       if (!row) return { kind: 'not_found' };
@@ -480,11 +516,16 @@ export class PgStore implements Store {
     if (changed > 0) await client.query(SQL.notify, [JOBS_CHANNEL, 'upstream']);
   }
 
-  /** The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. */
-  private async enqueueWebhookIn(client: Queryable, taskId: string, now: Date): Promise<void> {
-    const row = (await this.one(SQL.selectTaskById, [taskId], client))!;
-    if (!row.webhook_url) return;
-    const { type, body } = webhookEventBody(toTask(row));
+  /**
+   * The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction.
+   * `row` is the task's row as the statement that ended it returned it (RETURNING *); answers the task as
+   * tasks_with_webhook now has it: its delivery, if any, is the one just written (a task has one, written when it ends).
+   */
+  private async enqueueWebhookIn(client: Queryable, row: Row, now: Date): Promise<TaskRecord> {
+    const task = toTask(row);
+    if (!row.webhook_url) return task;
+    const taskId = task.id;
+    const { type, body } = webhookEventBody(task);
     const id = `msg_${newUlid(now.getTime())}`;
     await client.query(
       `INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
@@ -492,12 +533,12 @@ export class PgStore implements Store {
       [id, taskId, row.account_id, row.webhook_url, type, body, now],
     );
     await this.jobs.enqueue(client, { kind: 'deliver', taskId, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts, runAt: now });
+    return { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
   }
 
   /** Adds to the account's running usage totals of `now`'s UTC hour and day for the model (usage_hourly, usage_daily). */
   private async addUsageIn(client: Queryable, accountId: string, model: string, now: Date, add: Partial<Omit<UsageHour, 'hourStart' | 'model'>>): Promise<void> {
-    const hourStart = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
-    const dayStart = new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000);
+    const { hourStart, dayStart } = usageBuckets(now);
     const counts = [
       add.creditsCharged ?? 0,
       add.creditsRefunded ?? 0,
@@ -506,23 +547,18 @@ export class PgStore implements Store {
       add.cancelled ?? 0,
       add.secondsDelivered ?? 0,
     ];
-    await client.query(SQL.addUsage, [accountId, hourStart, model, ...counts]);
-    await client.query(SQL.addUsageDaily, [accountId, dayStart, model, ...counts]);
+    await client.query(SQL.addUsageBoth, [accountId, hourStart, model, ...counts, dayStart]);
   }
 
   /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
   private async refundIn(client: Queryable, task: Row, note: string, now: Date): Promise<void> {
-    await client.query(SQL.addToBalance, [task.account_id, task.credits_charged]);
-    await client.query(SQL.insertLedgerEntry, [task.account_id, 'refund', task.credits_charged, task.id, note, now]);
+    await client.query(SQL.refundWithLedger, [task.account_id, task.credits_charged, task.id, note, now]);
   }
 
   async startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
-    return this.transaction(async (client): Promise<StartOutcome> => {
-      if ((await client.query(SQL.startTask, [input.id, input.now])).rowCount === 0) {
-        return { kind: 'not_startable', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status };
-      }
-      return { kind: 'started', task: toTask((await this.one(SQL.selectTaskById, [input.id], client))!) };
-    });
+    const started = await this.one(SQL.startTask, [input.id, input.now]);
+    if (started) return { kind: 'started', task: toTask(started) };
+    return { kind: 'not_startable', status: (await this.one(SQL.selectTaskById, [input.id]))?.status };
   }
 
   async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
@@ -531,13 +567,11 @@ export class PgStore implements Store {
 
   private async completeTaskIn(client: Queryable, input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
     const completed = await this.one(SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt], client);
-    const changed = completed !== undefined;
-    if (completed) {
-      await this.addUsageIn(client, completed.account_id, completed.model, input.now, { succeeded: 1, secondsDelivered: completed.duration });
-      await this.enqueueWebhookIn(client, input.id, input.now);
-    }
-    const row = await this.one(SQL.selectTaskById, [input.id], client);
-    return changed && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
+    if (!completed) return { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status };
+    const task = await this.enqueueWebhookIn(client, completed, input.now);
+    // The usage totals, shared by every task of the account and model, last: held locked until the commit.
+    await this.addUsageIn(client, completed.account_id, completed.model, input.now, { succeeded: 1, secondsDelivered: completed.duration });
+    return { kind: 'succeeded', task };
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
@@ -547,12 +581,13 @@ export class PgStore implements Store {
   private async failTaskIn(client: Queryable, input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
     const failed = await this.one(SQL.failTask, [input.id, input.now, input.code, input.message], client);
     if (!failed) return { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status };
-    await this.refundIn(client, failed, input.code, input.now);
-    await this.addUsageIn(client, failed.account_id, failed.model, input.now, { creditsRefunded: failed.credits_charged, failed: 1 });
-    await this.enqueueWebhookIn(client, input.id, input.now);
+    const task = await this.enqueueWebhookIn(client, failed, input.now);
     // Its upstream task, if any, is stopped or its result discarded: the follower looks now.
     await this.upstreamDueNowIn(client, input.id, input.now);
-    return { kind: 'failed', task: toTask((await this.one(SQL.selectTaskById, [input.id], client))!) };
+    // The rows every task of the account shares (balance, usage totals) last: held locked until the commit.
+    await this.refundIn(client, failed, input.code, input.now);
+    await this.addUsageIn(client, failed.account_id, failed.model, input.now, { creditsRefunded: failed.credits_charged, failed: 1 });
+    return { kind: 'failed', task };
   }
 
   async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
@@ -621,23 +656,17 @@ export class PgStore implements Store {
 
   async recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
     const { attempt } = input;
-    await this.transaction(async (client) => {
-      await client.query('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)', [
-        input.deliveryId,
-        attempt.attemptedAt,
-        attempt.statusCode,
-        attempt.error,
-        Math.round(attempt.durationMs),
-      ]);
-      await client.query(
-        `UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $3, updated_at = $3,
-                -- Settled by the attempt only if no redelivery came in since it read the delivery.
-                status = CASE WHEN redeliveries = $5 THEN $2 ELSE status END,
-                next_attempt_at = CASE WHEN redeliveries = $5 THEN $4 ELSE next_attempt_at END
-         WHERE id = $1`,
-        [input.deliveryId, input.status, attempt.attemptedAt, input.nextAttemptAt, input.redeliveries],
-      );
-    });
+    // One statement (the attempt and the delivery's counts), atomic on its own: one round trip.
+    await this.pool.query(
+      `WITH recorded AS (
+         INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $3, $6, $7, $8))
+       UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $3, updated_at = $3,
+              -- Settled by the attempt only if no redelivery came in since it read the delivery.
+              status = CASE WHEN redeliveries = $5 THEN $2 ELSE status END,
+              next_attempt_at = CASE WHEN redeliveries = $5 THEN $4 ELSE next_attempt_at END
+       WHERE id = $1`,
+      [input.deliveryId, input.status, attempt.attemptedAt, input.nextAttemptAt, input.redeliveries, attempt.statusCode, attempt.error, Math.round(attempt.durationMs)],
+    );
   }
 
   async redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined> {
