@@ -108,26 +108,7 @@ app.get(`${BASE}/:id`, async (c) => {
   if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
   const t = await group.read(() => sql.task.get(account, c.req.param('id')) as TaskRow | undefined);
   if (!t) return c.json({ success: false, error: { code: 'not_found' } }, 404);
-  return c.json({
-    success: true,
-    requestId: t[0],
-    model: t[2],
-    prompt: t[3],
-    duration: t[4],
-    aspectRatio: t[5],
-    resolution: t[6],
-    mode: t[7],
-    mediaUrls: JSON.parse(t[8]),
-    metadata: t[9] === null ? null : JSON.parse(t[9]),
-    creditsCharged: t[10],
-    creditsRefunded: t[11],
-    createdAt: iso(t[14]),
-    updatedAt: iso(t[15]),
-    status: t[1],
-    output: t[12] === null || t[13] === null ? null : { type: 'video', url: signed(t[12], t[13]), expiresAt: iso(t[13]) },
-    error: null,
-    completedAt: iso(t[16]),
-  });
+  return c.json(resource(t));
 });
 /** A task row (`sql.task`'s columns, then the webhook's status, attempts and last attempt of `sql.page`) as the API shows it. */
 const resource = (t: TaskRow | PageRow) => ({
