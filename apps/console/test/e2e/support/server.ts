@@ -1,5 +1,5 @@
 /**
- * The real vidgen server (apps/server's build) for the browser tests, serving the console's build
+ * The real vidgen server (apps/server, from its sources) for the browser tests, serving the console's build
  * at /console: one process per call, on a fresh temporary data dir, on a loopback port the OS
  * chooses, with the development account (its key read from the server's output, never logged)
  * and the offline `local` provider (ffmpeg) rendering every model.
@@ -12,7 +12,12 @@ import { join, resolve } from 'node:path';
 import { createTestDatabase } from '../../../../server/test/support/postgres';
 
 const serverDir = resolve(import.meta.dirname, '../../../../server');
-const serverMain = resolve(serverDir, 'dist/main.js');
+/**
+ * The server's sources through tsx (as `pnpm start` runs them), not its dist/: the server's own test
+ * run rebuilds dist/ (deleting it first) while turbo runs this package's tests beside it.
+ */
+const serverMain = resolve(serverDir, 'src/main.ts');
+const TSX = ['--import', 'tsx'];
 const consoleIndex = resolve(import.meta.dirname, '../../../dist/index.html');
 
 const LISTENING = /^vidgen: listening on (http:\/\/127\.0\.0\.1:\d+)$/m;
@@ -56,7 +61,6 @@ const redact = (text: string) => text.replace(/vg_(?:test|live)_[0-9A-Za-z]+/g, 
 
 function missingBuilds(): string[] {
   const missing: string[] = [];
-  if (!existsSync(serverMain)) missing.push(`${serverMain} (build it: cd apps/server && node scripts/build.mjs)`);
   if (!existsSync(consoleIndex)) missing.push(`${consoleIndex} (build it: cd apps/console && npx vite build)`);
   return missing;
 }
@@ -147,11 +151,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const databaseEnv = database ? { VIDGEN_DATABASE_URL: database.url } : {};
   const role = database && options.worker === false ? ['--role', 'api'] : [];
   const missing = missingBuilds();
-  if (missing.length) throw new Error(`the browser tests need the builds of the server and the console; missing:\n  ${missing.join('\n  ')}`);
+  if (missing.length) throw new Error(`the browser tests need the console's build; missing:\n  ${missing.join('\n  ')}`);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-console-e2e-'));
   // node itself (no wrapper), so SIGTERM reaches the server.
-  const child = spawn(process.execPath, [serverMain, ...role], { cwd: serverDir, env: { ...serverEnv(dataDir, options), ...databaseEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...TSX, serverMain, ...role], { cwd: serverDir, env: { ...serverEnv(dataDir, options), ...databaseEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
 
@@ -187,7 +191,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       if (!database) throw new Error('a worker process beside the server needs PostgreSQL: startServer({ database: "postgres", worker: false })');
       // Local storage in the shared data dir: the api process serves the files, at the URL the worker signs.
       const env = { ...serverEnv(dataDir, { worker: true }), ...databaseEnv, VIDGEN_DEV_BOOTSTRAP: 'false', VIDGEN_PUBLIC_BASE_URL: url };
-      const child = spawn(process.execPath, [serverMain, '--role', 'worker'], { cwd: serverDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [...TSX, serverMain, '--role', 'worker'], { cwd: serverDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
       running.add(child);
       worker = { child, exited: new Promise<void>((done) => child.once('exit', () => done())) };
       await workerStarted(child);
