@@ -4,9 +4,13 @@
  * emitted dist/openapi.d.ts is replaced by the generated declarations themselves (the file
  * openapi-typescript wrote holds only interfaces and type aliases, so it is a valid .d.ts), and
  * the build fails if anything in dist/ still names `@vidgen/types`.
+ *
+ * Built in a staging folder and moved into dist/ file by file (each `rename` atomic): other
+ * packages' tests and typechecks read dist/ while this package's own test packs it (`prepack`
+ * builds), so dist/ is never absent or half written.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 
@@ -14,14 +18,20 @@ const root = resolve(import.meta.dirname, '..');
 const dist = join(root, 'dist');
 const require = createRequire(import.meta.url);
 
-rmSync(dist, { recursive: true, force: true });
-execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
+const staging = mkdtempSync(join(root, '.dist-'));
+try {
+  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(root, 'tsconfig.build.json'), '--outDir', staging], { stdio: 'inherit' });
 
-const generated = join(dirname(require.resolve('@vidgen/types')), 'openapi.ts');
-copyFileSync(generated, join(dist, 'openapi.d.ts'));
+  const generated = join(dirname(require.resolve('@vidgen/types')), 'openapi.ts');
+  copyFileSync(generated, join(staging, 'openapi.d.ts'));
 
-const leaks = readdirSync(dist).filter((file) => readFileSync(join(dist, file), 'utf8').includes('@vidgen/types'));
-if (leaks.length > 0) {
-  console.error(`dist/ still refers to @vidgen/types: ${leaks.join(', ')}`);
-  process.exit(1);
+  const built = readdirSync(staging);
+  const leaks = built.filter((file) => readFileSync(join(staging, file), 'utf8').includes('@vidgen/types'));
+  if (leaks.length > 0) throw new Error(`dist/ would still refer to @vidgen/types: ${leaks.join(', ')}`);
+
+  mkdirSync(dist, { recursive: true });
+  for (const file of built) renameSync(join(staging, file), join(dist, file));
+  for (const file of readdirSync(dist)) if (!built.includes(file)) rmSync(join(dist, file), { recursive: true, force: true });
+} finally {
+  rmSync(staging, { recursive: true, force: true });
 }
