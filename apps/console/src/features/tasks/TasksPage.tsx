@@ -1,8 +1,9 @@
 import { isTerminal, VidgenError, type Task, type TaskStatus } from '@vidgen/client';
-import { useId, useState, type ReactNode } from 'react';
+import { useId, type ReactNode } from 'react';
 import { Link, useSearchParams } from 'react-router';
 import { useScopes } from '../../app/queries';
 import { Page } from '../../ui/Page';
+import { Pager, useCursorPages } from '../../ui/Pager';
 import { StatusBadge } from '../../ui/StatusBadge';
 import { formatNumber, formatTime } from '../../ui/format';
 import { describeError, Empty, ErrorNotice, Loading } from '../../ui/states';
@@ -48,14 +49,10 @@ export default function TasksPage() {
 }
 
 function TaskListView({ status }: { status: TaskStatus | undefined }) {
-  // The cursors of the pages opened so far; the last is the page shown, none is the first page.
-  const [cursors, setCursors] = useState<string[]>([]);
-  const cursor = cursors.at(-1);
-  const list = useTaskList(status, cursor);
+  const pages = useCursorPages();
+  const list = useTaskList(status, pages.cursor);
   const cancel = useCancelTask();
   const canCancel = useScopes().has('tasks:write');
-  const pageNumber = cursors.length + 1;
-  const nextCursor = list.data?.nextCursor ?? undefined;
   const turning = list.isPlaceholderData;
 
   let body: ReactNode;
@@ -63,7 +60,7 @@ function TaskListView({ status }: { status: TaskStatus | undefined }) {
   else if (!list.data) body = <Loading label="Loading tasks…" />;
   else if (list.data.data.length === 0)
     body =
-      cursors.length > 0 ? (
+      pages.hasPrevious ? (
         <Empty>No more tasks.</Empty>
       ) : status ? (
         <Empty>No {status} tasks.</Empty>
@@ -77,7 +74,7 @@ function TaskListView({ status }: { status: TaskStatus | undefined }) {
       <div className="table-wrap scroll-box">
         <table className="tasks-table" aria-busy={turning || undefined}>
           <caption className="visually-hidden">
-            Tasks{status ? ` (${status})` : ''}, newest first, page {pageNumber}
+            Tasks{status ? ` (${status})` : ''}, newest first, page {pages.pageNumber}
           </caption>
           <thead>
             <tr>
@@ -108,30 +105,17 @@ function TaskListView({ status }: { status: TaskStatus | undefined }) {
     <>
       <CancelOutcome cancel={cancel} />
       {body}
-      {list.data || cursors.length > 0 ? (
-        <nav className="pager" aria-label="Pages of tasks">
-          <PagerButton disabled={cursors.length === 0 || turning} onClick={() => setCursors((stack) => stack.slice(0, -1))}>
-            Previous page
-          </PagerButton>
-          <span aria-live="polite">Page {pageNumber}</span>
-          <PagerButton disabled={!nextCursor || turning} onClick={() => nextCursor && setCursors((stack) => [...stack, nextCursor])}>
-            Next page
-          </PagerButton>
-        </nav>
+      {list.data || pages.hasPrevious ? (
+        <Pager
+          label="Pages of tasks"
+          pageNumber={pages.pageNumber}
+          canPrevious={pages.hasPrevious && !turning}
+          nextCursor={turning ? undefined : (list.data?.nextCursor ?? undefined)}
+          onPrevious={pages.previous}
+          onNext={pages.next}
+        />
       ) : null}
     </>
-  );
-}
-
-/**
- * aria-disabled rather than disabled: a button that becomes disabled while focused (the last
- * page reached) would drop keyboard focus to the page's start.
- */
-function PagerButton({ disabled, onClick, children }: { disabled: boolean; onClick: () => void; children: ReactNode }) {
-  return (
-    <button type="button" aria-disabled={disabled} onClick={() => !disabled && onClick()}>
-      {children}
-    </button>
   );
 }
 

@@ -5,6 +5,7 @@ import { Link } from 'react-router';
 import { queryKeys } from '../../app/queries';
 import { useClient } from '../../app/session';
 import { formatTime } from '../../ui/format';
+import { Pager, useCursorPages } from '../../ui/Pager';
 import { Empty, ErrorNotice, Loading } from '../../ui/states';
 import { DeliveryAttempts } from './DeliveryAttempts';
 
@@ -29,11 +30,10 @@ export function Deliveries() {
   const queryClient = useQueryClient();
   const ids = useId();
   const [status, setStatus] = useState<WebhookDeliveryStatus>();
-  // The cursors of the pages after the first, as followed: "Previous page" pops one.
-  const [cursors, setCursors] = useState<string[]>([]);
+  const pages = useCursorPages();
   const [expanded, setExpanded] = useState<ReadonlySet<string>>(new Set());
   const [notice, setNotice] = useState<string>();
-  const cursor = cursors.at(-1);
+  const cursor = pages.cursor;
 
   const page = useQuery({
     queryKey: queryKeys.deliveryList(status, undefined, cursor),
@@ -57,8 +57,6 @@ export function Deliveries() {
       return next;
     });
 
-  const hasNext = Boolean(page.data?.nextCursor) && !page.isPlaceholderData;
-  const hasPrevious = cursors.length > 0;
 
   return (
     <section aria-labelledby={`${ids}-heading`} className="deliveries">
@@ -73,7 +71,7 @@ export function Deliveries() {
             onChange={(event) => {
               setStatus(STATUSES.find((s) => s === event.target.value));
               // A cursor belongs to the filters it was issued for.
-              setCursors([]);
+              pages.reset();
               setExpanded(new Set());
             }}
           >
@@ -176,16 +174,14 @@ export function Deliveries() {
         </div>
       )}
 
-      <nav className="pager" aria-label="Deliveries pages">
-        {/* aria-disabled rather than disabled: a button that becomes disabled under the pointer drops keyboard focus. */}
-        <button type="button" aria-disabled={!hasPrevious} onClick={() => hasPrevious && setCursors((current) => current.slice(0, -1))}>
-          Previous page
-        </button>
-        <span className="muted">Page {cursors.length + 1}</span>
-        <button type="button" aria-disabled={!hasNext} onClick={() => hasNext && page.data?.nextCursor && setCursors((current) => [...current, page.data.nextCursor!])}>
-          Next page
-        </button>
-      </nav>
+      <Pager
+        label="Deliveries pages"
+        pageNumber={pages.pageNumber}
+        canPrevious={pages.hasPrevious}
+        nextCursor={page.isPlaceholderData ? undefined : (page.data?.nextCursor ?? undefined)}
+        onPrevious={pages.previous}
+        onNext={pages.next}
+      />
     </section>
   );
 }
