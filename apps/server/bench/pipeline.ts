@@ -38,7 +38,8 @@ const { values } = parseArgs({
     stores: { type: 'string', default: 'sqlite,postgres' },
     topologies: { type: 'string', default: 'all,split' },
   },
-  allowPositionals: true,
+  // `pnpm bench:pipeline -- --tasks 500` passes the `--` on; it is not the end of the options here.
+  args: process.argv.slice(2).filter((arg) => arg !== '--'),
 });
 const TASKS = Number(values.tasks);
 const CONCURRENCY = Number(values.concurrency);
@@ -46,6 +47,8 @@ const PACED = Number(values.paced);
 const RATE = Number(values.rate);
 const STORES = values.stores!.split(',');
 const TOPOLOGIES = values.topologies!.split(',') as Topology[];
+/** VIDGEN_BENCH_SERVER_MAIN: another build's entry (relative to apps/server) for an A/B pair, e.g. `.dist-base/main.js`. */
+const MAIN = process.env.VIDGEN_BENCH_SERVER_MAIN ?? 'dist/main.js';
 type Topology = 'all' | 'split';
 const costs: { name: string; cost: TaskCost }[] = [];
 
@@ -78,7 +81,7 @@ async function measure(name: string, database: Config['database'], topology: Top
   };
   const children: ChildProcess[] = [];
   const start = (role: Role, extra: Record<string, string> = {}) =>
-    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile], inheritStderr: true, onSpawn: (child) => children.push(child) });
+    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile], main: MAIN, inheritStderr: true, onSpawn: (child) => children.push(child) });
   let baseUrls: string[];
   try {
     if (topology === 'all') {

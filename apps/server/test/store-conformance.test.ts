@@ -195,6 +195,25 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     expect(await store().auditBalance('acc_1')).toEqual({ balance: 97, ledgerSum: 97 });
   });
 
+  it('keeps one usage total per hour and model however many transactions added to it at once (PostgreSQL: summed over shards)', async () => {
+    const submitted = await Promise.all(Array.from({ length: 40 }, (_, i) => submit(2, later(i))));
+    for (const t of submitted.slice(0, 20)) await store().startTask({ id: t.id, now: later(50) });
+    await Promise.all(
+      submitted.slice(0, 30).map((t, i) =>
+        i < 20
+          ? store().completeTask({ id: t.id, now: later(100 + i), outputKey: `${t.id}.mp4`, outputUrl: `https://x/${t.id}.mp4`, outputExpiresAt: later(3_600_000) })
+          : store().failTask({ id: t.id, now: later(100 + i), code: 'provider_error', message: 'x' }),
+      ),
+    );
+    const hour = { hourStart: new Date('2026-11-22T10:00:00.000Z'), model: 'vidgen-2.0' };
+    const expected = { ...hour, creditsCharged: 80, creditsRefunded: 20, succeeded: 20, failed: 10, cancelled: 0, secondsDelivered: 100 };
+    expect(await store().usageHours({ accountId: 'acc_1', from: now, to: later(3_600_000) })).toEqual([expected]);
+    const day = new Date('2026-11-22T00:00:00.000Z');
+    expect(await store().usageTotals({ accountId: 'acc_1', from: day, to: new Date(day.getTime() + 86_400_000), bucketMs: 86_400_000, byModel: true })).toEqual([
+      { ...expected, hourStart: day },
+    ]);
+  });
+
   it('answers a submission both short of credits and over the cap as short of credits, on either store', async () => {
     await submit(1);
     const outcome = await store().submitTask({ job, task: task(500, later(1)), idempotency: null, maxActiveTasks: 1, now: later(1), respond });

@@ -79,9 +79,9 @@ export interface ServerProcess {
 export function startServerProcess(
   role: Role,
   env: Record<string, string>,
-  options: { nodeArgs?: string[]; inheritStderr?: boolean; /** Called at once with the child, for cleaning up after a start that never finishes. */ onSpawn?: (child: ChildProcess) => void } = {},
+  options: { nodeArgs?: string[]; /** The built entry, relative to apps/server (a bench's baseline build): `dist/main.js` by default. */ main?: string; inheritStderr?: boolean; /** Called at once with the child, for cleaning up after a start that never finishes. */ onSpawn?: (child: ChildProcess) => void } = {},
 ): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'dist/main.js', '--role', role], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), options.main ?? 'dist/main.js', '--role', role], {
     cwd: SERVER_ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', options.inheritStderr ? 'inherit' : 'pipe'],

@@ -37,6 +37,7 @@ import type {
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { rowMappers, type Row } from '../rows.js';
+import { PreparingClient } from './prepared-client.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Serialises migrations of processes starting at once (any constant shared by them). */
@@ -46,6 +47,8 @@ const MIGRATION_LOCK = 7_316_201;
  * file's types): a check asked for by a callback wakes the follower of whichever process runs it.
  */
 const JOBS_CHANNEL = 'vidgen_jobs';
+/** The SQLSTATE of vidgen_require() (0007_usage_shards.sql): a check in a statement failed; the message says which. */
+const REQUIRE_FAILED = 'VG001';
 
 export type Queryable = Pick<pg.PoolClient, 'query'>;
 
@@ -70,6 +73,18 @@ const usageBuckets = (now: Date) => ({
   dayStart: new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000),
 });
 
+/** The usage totals' shard a transaction adds to (0007_usage_shards.sql). */
+const USAGE_SHARDS = 16;
+const usageShard = () => Math.floor(Math.random() * USAGE_SHARDS);
+
+/** A value as a SQL literal, for commitWith: strings quoted by pg, dates as ISO text, integers as written. */
+function literal(value: unknown): string {
+  if (typeof value === 'string') return pg.escapeLiteral(value);
+  if (value instanceof Date) return pg.escapeLiteral(value.toISOString());
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  throw new Error(`no SQL literal for ${typeof value} ${String(value)}`);
+}
+
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
@@ -84,24 +99,27 @@ const usageTotalsFrom = (table: 'usage_hourly' | 'usage_daily', column: 'hour_st
 
 const SQL = {
   selectAccount: 'SELECT * FROM accounts WHERE id = $1',
-  countActiveTasks: `SELECT count(*)::int AS n FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   addToBalance: 'UPDATE accounts SET balance = balance + $2 WHERE id = $1',
   // The conditional update is the whole guard against overdrafts: a concurrent charge waits for the row lock and re-checks.
-  // The charge and its ledger entry in one statement (one round trip with the account's row locked):
-  // no row inserted when the balance is short. The entry keeps the balance it left.
-  // With it, the usage totals of the hour and the day (rows the account's every task shares, so also locked until
-  // the commit): one round trip with the hot rows held, where there were four. Nothing is written, and no row
-  // counted, when the balance is short.
+  // The charge, its ledger entry and the usage totals of the hour and the day in one statement; nothing is written, and no
+  // row counted, when the balance is short. The entry keeps the balance it left. The usage rows are one of 16 shards
+  // (0007_usage_shards.sql), picked at random, so concurrent transactions of the account seldom wait for each other's.
+  // Sent with its checks and the COMMIT as one message (chargeAndCommit): the balance row, which every submission of the
+  // account locks, is held for this statement and the commit only, not for a round trip to the client in between.
   chargeWithLedgerAndUsage: `
     WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
     ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
                SELECT $1, 'charge', -$2::bigint, $3::text, NULL, $4::timestamptz, balance FROM charged),
-    hourly AS (INSERT INTO usage_hourly (account_id, hour_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-               SELECT $1, $5::timestamptz, $6::text, $2, 0, 0, 0, 0, 0 FROM charged
-               ON CONFLICT (account_id, hour_start, model) DO UPDATE SET credits_charged = usage_hourly.credits_charged + excluded.credits_charged)
-    INSERT INTO usage_daily (account_id, day_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-    SELECT $1, $7::timestamptz, $6::text, $2, 0, 0, 0, 0, 0 FROM charged
-    ON CONFLICT (account_id, day_start, model) DO UPDATE SET credits_charged = usage_daily.credits_charged + excluded.credits_charged`,
+    hourly AS (INSERT INTO usage_hourly (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+               SELECT $1, $5::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
+               ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET credits_charged = usage_hourly.credits_charged + excluded.credits_charged),
+    daily AS (INSERT INTO usage_daily (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+              SELECT $1, $7::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
+              ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily.credits_charged + excluded.credits_charged)
+    SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`,
+  // After the charge, so with the account's row locked: the account's submissions pass here one at a time.
+  // The count includes the task being submitted: at most the limit ($2) once it is in.
+  requireActiveBelow: `SELECT vidgen_require(count(*) <= $2, 'too_many_active_tasks') FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   // A refund and its ledger entry in one statement; the unique ledger index refuses a second refund (and so the balance change with it).
   refundWithLedger: `WITH refunded AS (UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance)
                      INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
@@ -115,23 +133,28 @@ const SQL = {
   creditsHeld: `SELECT coalesce(sum(credits_charged), 0)::bigint AS held, count(*)::int AS active FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   usageTotals: usageTotalsFrom('usage_hourly', 'hour_start'),
   usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
-  // Both running totals in one statement (one round trip holding the rows every task of the account and model shares).
+  // Both running totals in one statement, each in shard $11 of its hour or day (see chargeWithLedgerAndUsage).
   addUsageBoth: `WITH hourly AS (
-                   INSERT INTO usage_hourly (account_id, hour_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                   ON CONFLICT (account_id, hour_start, model) DO UPDATE SET
+                   INSERT INTO usage_hourly (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+                   VALUES ($1, $2, $3, $11, $4, $5, $6, $7, $8, $9)
+                   ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET
                      credits_charged = usage_hourly.credits_charged + excluded.credits_charged,
                      credits_refunded = usage_hourly.credits_refunded + excluded.credits_refunded,
                      succeeded = usage_hourly.succeeded + excluded.succeeded, failed = usage_hourly.failed + excluded.failed,
                      cancelled = usage_hourly.cancelled + excluded.cancelled, seconds_delivered = usage_hourly.seconds_delivered + excluded.seconds_delivered)
-                 INSERT INTO usage_daily (account_id, day_start, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-                 VALUES ($1, $10, $3, $4, $5, $6, $7, $8, $9)
-                 ON CONFLICT (account_id, day_start, model) DO UPDATE SET
+                 INSERT INTO usage_daily (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+                 VALUES ($1, $10, $3, $11, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET
                    credits_charged = usage_daily.credits_charged + excluded.credits_charged,
                    credits_refunded = usage_daily.credits_refunded + excluded.credits_refunded,
                    succeeded = usage_daily.succeeded + excluded.succeeded, failed = usage_daily.failed + excluded.failed,
                    cancelled = usage_daily.cancelled + excluded.cancelled, seconds_delivered = usage_daily.seconds_delivered + excluded.seconds_delivered`,
-  usageHours: 'SELECT * FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3 ORDER BY hour_start, model',
+  // The shards of each hour summed (sum() of bigint is numeric: cast back).
+  usageHours: `SELECT account_id, hour_start, model, sum(credits_charged)::bigint AS credits_charged, sum(credits_refunded)::bigint AS credits_refunded,
+                      sum(succeeded)::int AS succeeded, sum(failed)::int AS failed, sum(cancelled)::int AS cancelled,
+                      sum(seconds_delivered)::bigint AS seconds_delivered
+               FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3
+               GROUP BY account_id, hour_start, model ORDER BY hour_start, model`,
   deliveriesPage: `SELECT * FROM webhook_deliveries
                    WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR task_id = $3)
                      AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5))
@@ -234,23 +257,27 @@ export class PgStore implements Store {
     private readonly jobs: PgJobs,
     private readonly options: { webhookJobAttempts: number; poolSize?: number } = { webhookJobAttempts: 20 },
   ) {
-    this.pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: TYPES });
+    this.pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: TYPES, Client: PreparingClient });
     // An idle client losing its connection must not crash the process; the next query reconnects.
     this.pool.on('error', () => {});
   }
 
-  /** Runs `work` in one transaction on one client; rolls back on any error, or on `RollBack` with its answer. */
-  async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` in one transaction on one client; rolls back on any error, or on `RollBack` with its answer.
+   * `work` may send the COMMIT itself, as the last statement of its last message (see `commitWith`).
+   */
+  async transaction<T>(work: (client: pg.PoolClient, tx: { committed: boolean }) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     // A connection lost mid-transaction (a terminated backend, a failover) fails the query in flight,
     // and the client also emits 'error': unheard, that would end the process. The client is not reused.
     let lost: Error | undefined;
     const onLost = (error: Error) => (lost = error);
     client.on('error', onLost);
+    const tx = { committed: false };
     try {
       await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
+      const result = await work(client, tx);
+      if (!tx.committed) await client.query('COMMIT');
       return result;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => {});
@@ -260,6 +287,18 @@ export class PgStore implements Store {
       client.off('error', onLost);
       client.release(lost);
     }
+  }
+
+  /**
+   * Sends `statements` (text and values) and the COMMIT as one message, the values written into the text as
+   * literals (the simple protocol takes no parameters): what the statements lock is held until the commit
+   * without waiting for this process to answer in between. A statement failing (`vidgen_require`) ends
+   * the message there; the caller's transaction() then rolls back.
+   */
+  private async commitWith(client: pg.PoolClient, tx: { committed: boolean }, statements: [string, unknown[]][]): Promise<void> {
+    const texts = statements.map(([text, values]) => text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1])));
+    await client.query([...texts, 'COMMIT'].join(';\n'));
+    tx.committed = true;
   }
 
   private async one(text: string, values: unknown[], client: Queryable = this.pool): Promise<Row | undefined> {
@@ -404,7 +443,7 @@ export class PgStore implements Store {
 
   async submitTask(input: Parameters<Store['submitTask']>[0]): Promise<SubmitOutcome> {
     const { task, idempotency, now } = input;
-    return this.transaction(async (client): Promise<SubmitOutcome> => {
+    const outcome = await this.transaction(async (client, tx): Promise<SubmitOutcome> => {
       if (idempotency) {
         await client.query('DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND expires_at <= $3', [task.accountId, idempotency.key, now]);
         // Holding the key for this transaction: a concurrent submit with the same key waits
@@ -458,21 +497,23 @@ export class PgStore implements Store {
         ]);
       }
       const { hourStart, dayStart } = usageBuckets(now);
-      const charged =
-        (await client.query(SQL.chargeWithLedgerAndUsage, [task.accountId, task.creditsCharged, task.id, now, hourStart, task.model, dayStart])).rowCount === 1;
-      if (!charged) {
-        // Nothing of this transaction may stay: the task, its job, the idempotency claim.
-        const available = (await this.one(SQL.selectAccount, [task.accountId], client))?.balance ?? 0;
-        throw new RollBack<SubmitOutcome>({ kind: 'insufficient_credits', required: task.creditsCharged, available });
-      }
-      if (input.maxActiveTasks) {
-        // The charge above locked the account's row: submissions of one account pass here one at a time.
-        // The count includes this task (inserted above).
-        const active = await this.one(SQL.countActiveTasks, [task.accountId], client);
-        if (active!.n - 1 >= input.maxActiveTasks) throw new RollBack<SubmitOutcome>({ kind: 'too_many_active_tasks', limit: input.maxActiveTasks });
+      try {
+        await this.commitWith(client, tx, [
+          [SQL.chargeWithLedgerAndUsage, [task.accountId, task.creditsCharged, task.id, now, hourStart, task.model, dayStart, usageShard()]],
+          ...(input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]] as [string, unknown[]]] : []),
+        ]);
+      } catch (error) {
+        // Nothing of this transaction stays (the task, its job, the idempotency claim): transaction() rolls back.
+        const reason = (error as { code?: string }).code === REQUIRE_FAILED ? (error as Error).message : undefined;
+        // The balance is read once the transaction has ended (below).
+        if (reason === 'insufficient_credits') throw new RollBack<SubmitOutcome>({ kind: 'insufficient_credits', required: task.creditsCharged, available: Number.NaN });
+        if (reason === 'too_many_active_tasks') throw new RollBack<SubmitOutcome>({ kind: 'too_many_active_tasks', limit: input.maxActiveTasks! });
+        throw error;
       }
       return { kind: 'created', task: created, response };
     });
+    if (outcome.kind !== 'insufficient_credits') return outcome;
+    return { ...outcome, available: (await this.one(SQL.selectAccount, [task.accountId]))?.balance ?? 0 };
   }
 
   async getTask(accountId: string, id: string): Promise<TaskRecord | undefined> {
@@ -547,7 +588,7 @@ export class PgStore implements Store {
       add.cancelled ?? 0,
       add.secondsDelivered ?? 0,
     ];
-    await client.query(SQL.addUsageBoth, [accountId, hourStart, model, ...counts, dayStart]);
+    await client.query(SQL.addUsageBoth, [accountId, hourStart, model, ...counts, dayStart, usageShard()]);
   }
 
   /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
