@@ -37,7 +37,6 @@ import type {
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { rowMappers, type Row } from '../rows.js';
-import { PreparingClient } from './prepared-client.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Serialises migrations of processes starting at once (any constant shared by them). */
@@ -257,7 +256,7 @@ export class PgStore implements Store {
     private readonly jobs: PgJobs,
     private readonly options: { webhookJobAttempts: number; poolSize?: number } = { webhookJobAttempts: 20 },
   ) {
-    this.pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: TYPES, Client: PreparingClient });
+    this.pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: TYPES });
     // An idle client losing its connection must not crash the process; the next query reconnects.
     this.pool.on('error', () => {});
   }
