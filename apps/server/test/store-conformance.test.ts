@@ -214,6 +214,21 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     ]);
   });
 
+  it('PostgreSQL: counts the totals written before the shards, and by a previous release during a deploy, with them', async (context) => {
+    if (name !== 'PostgreSQL') return context.skip();
+    const pool = (store() as PgStore).pool;
+    // What a process of the previous release writes (0006's statements: the unsharded tables).
+    await pool.query(`INSERT INTO usage_hourly (account_id, hour_start, model, credits_charged, succeeded) VALUES ('acc_1', '2026-11-22T10:00:00Z', 'vidgen-2.0', 7, 1)`);
+    await pool.query(`INSERT INTO usage_daily (account_id, day_start, model, credits_charged, succeeded) VALUES ('acc_1', '2026-11-22T00:00:00Z', 'vidgen-2.0', 7, 1)`);
+    await submit(2);
+    const totals = { model: 'vidgen-2.0', creditsCharged: 9, creditsRefunded: 0, succeeded: 1, failed: 0, cancelled: 0, secondsDelivered: 0 };
+    expect(await store().usageHours({ accountId: 'acc_1', from: now, to: later(3_600_000) })).toEqual([{ ...totals, hourStart: now }]);
+    const day = new Date('2026-11-22T00:00:00.000Z');
+    expect(await store().usageTotals({ accountId: 'acc_1', from: day, to: new Date(day.getTime() + 86_400_000), bucketMs: 86_400_000, byModel: false })).toEqual([
+      { ...totals, model: '*', hourStart: day },
+    ]);
+  });
+
   it('answers a submission both short of credits and over the cap as short of credits, on either store', async () => {
     await submit(1);
     const outcome = await store().submitTask({ job, task: task(500, later(1)), idempotency: null, maxActiveTasks: 1, now: later(1), respond });

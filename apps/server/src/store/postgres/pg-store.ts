@@ -88,12 +88,19 @@ function literal(value: unknown): string {
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
 /** Usage totals summed per bucket of $4 ms from $2, out of the hourly or the daily table. */
+/** The usage totals as one relation: the shards (0007_usage_shards.sql) and the rows from before them. */
+const usageRows = (table: 'usage_hourly' | 'usage_daily', column: 'hour_start' | 'day_start') =>
+  `(SELECT account_id, ${column}, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered FROM ${table}
+    UNION ALL
+    SELECT account_id, ${column}, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered FROM ${table}_shards) AS usage`;
+
+/** Usage totals summed per bucket of $4 ms from $2, out of the hourly or the daily totals. */
 const usageTotalsFrom = (table: 'usage_hourly' | 'usage_daily', column: 'hour_start' | 'day_start') =>
   `SELECT $2::timestamptz + floor(extract(epoch FROM ${column} - $2::timestamptz) * 1000 / $4) * make_interval(secs => $4 / 1000.0) AS hour_start,
           CASE WHEN $5 THEN model ELSE '*' END AS model,
           sum(credits_charged) AS credits_charged, sum(credits_refunded) AS credits_refunded, sum(succeeded) AS succeeded,
           sum(failed) AS failed, sum(cancelled) AS cancelled, sum(seconds_delivered) AS seconds_delivered
-   FROM ${table} WHERE account_id = $1 AND ${column} >= $2 AND ${column} < $3
+   FROM ${usageRows(table, column)} WHERE account_id = $1 AND ${column} >= $2 AND ${column} < $3
    GROUP BY 1, 2 ORDER BY 1, 2`;
 
 const SQL = {
@@ -109,12 +116,12 @@ const SQL = {
     WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
     ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
                SELECT $1, 'charge', -$2::bigint, $3::text, NULL, $4::timestamptz, balance FROM charged),
-    hourly AS (INSERT INTO usage_hourly (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+    hourly AS (INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
                SELECT $1, $5::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
-               ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET credits_charged = usage_hourly.credits_charged + excluded.credits_charged),
-    daily AS (INSERT INTO usage_daily (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+               ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET credits_charged = usage_hourly_shards.credits_charged + excluded.credits_charged),
+    daily AS (INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
               SELECT $1, $7::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
-              ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily.credits_charged + excluded.credits_charged)
+              ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged)
     SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`,
   // After the charge, so with the account's row locked: the account's submissions pass here one at a time.
   // The count includes the task being submitted: at most the limit ($2) once it is in.
@@ -134,25 +141,25 @@ const SQL = {
   usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
   // Both running totals in one statement, each in shard $11 of its hour or day (see chargeWithLedgerAndUsage).
   addUsageBoth: `WITH hourly AS (
-                   INSERT INTO usage_hourly (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+                   INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
                    VALUES ($1, $2, $3, $11, $4, $5, $6, $7, $8, $9)
                    ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET
-                     credits_charged = usage_hourly.credits_charged + excluded.credits_charged,
-                     credits_refunded = usage_hourly.credits_refunded + excluded.credits_refunded,
-                     succeeded = usage_hourly.succeeded + excluded.succeeded, failed = usage_hourly.failed + excluded.failed,
-                     cancelled = usage_hourly.cancelled + excluded.cancelled, seconds_delivered = usage_hourly.seconds_delivered + excluded.seconds_delivered)
-                 INSERT INTO usage_daily (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+                     credits_charged = usage_hourly_shards.credits_charged + excluded.credits_charged,
+                     credits_refunded = usage_hourly_shards.credits_refunded + excluded.credits_refunded,
+                     succeeded = usage_hourly_shards.succeeded + excluded.succeeded, failed = usage_hourly_shards.failed + excluded.failed,
+                     cancelled = usage_hourly_shards.cancelled + excluded.cancelled, seconds_delivered = usage_hourly_shards.seconds_delivered + excluded.seconds_delivered)
+                 INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
                  VALUES ($1, $10, $3, $11, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET
-                   credits_charged = usage_daily.credits_charged + excluded.credits_charged,
-                   credits_refunded = usage_daily.credits_refunded + excluded.credits_refunded,
-                   succeeded = usage_daily.succeeded + excluded.succeeded, failed = usage_daily.failed + excluded.failed,
-                   cancelled = usage_daily.cancelled + excluded.cancelled, seconds_delivered = usage_daily.seconds_delivered + excluded.seconds_delivered`,
+                   credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged,
+                   credits_refunded = usage_daily_shards.credits_refunded + excluded.credits_refunded,
+                   succeeded = usage_daily_shards.succeeded + excluded.succeeded, failed = usage_daily_shards.failed + excluded.failed,
+                   cancelled = usage_daily_shards.cancelled + excluded.cancelled, seconds_delivered = usage_daily_shards.seconds_delivered + excluded.seconds_delivered`,
   // The shards of each hour summed (sum() of bigint is numeric: cast back).
   usageHours: `SELECT account_id, hour_start, model, sum(credits_charged)::bigint AS credits_charged, sum(credits_refunded)::bigint AS credits_refunded,
                       sum(succeeded)::int AS succeeded, sum(failed)::int AS failed, sum(cancelled)::int AS cancelled,
                       sum(seconds_delivered)::bigint AS seconds_delivered
-               FROM usage_hourly WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3
+               FROM ${usageRows('usage_hourly', 'hour_start')} WHERE account_id = $1 AND hour_start >= $2 AND hour_start < $3
                GROUP BY account_id, hour_start, model ORDER BY hour_start, model`,
   deliveriesPage: `SELECT * FROM webhook_deliveries
                    WHERE account_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR task_id = $3)
@@ -576,7 +583,7 @@ export class PgStore implements Store {
     return { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
   }
 
-  /** Adds to the account's running usage totals of `now`'s UTC hour and day for the model (usage_hourly, usage_daily). */
+  /** Adds to the account's running usage totals of `now`'s UTC hour and day for the model (usage_hourly_shards, usage_daily_shards). */
   private async addUsageIn(client: Queryable, accountId: string, model: string, now: Date, add: Partial<Omit<UsageHour, 'hourStart' | 'model'>>): Promise<void> {
     const { hourStart, dayStart } = usageBuckets(now);
     const counts = [
