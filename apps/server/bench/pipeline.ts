@@ -28,6 +28,7 @@ import type { Config } from '../src/config.js';
 import { createAccountWithKey, freePort, pipelineEnv, startServerProcess, startWebhookReceiver, stopServerProcess, type Role } from '../test/support/pipeline-processes.js';
 import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
+import { runPostgresFloor, type FloorResult } from './http/pg-floor.js';
 
 const { values } = parseArgs({
   options: {
@@ -37,6 +38,9 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '20' },
     stores: { type: 'string', default: 'sqlite,postgres' },
     topologies: { type: 'string', default: 'all,split' },
+    // The PostgreSQL floor (bench/http/pg-floor.ts) at these numbers of connections; `none` to leave it out.
+    'floor-clients': { type: 'string', default: '4,10,32' },
+    'floor-seconds': { type: 'string', default: '10' },
   },
   // `pnpm bench:pipeline -- --tasks 500` passes the `--` on; it is not the end of the options here.
   args: process.argv.slice(2).filter((arg) => arg !== '--'),
@@ -167,7 +171,26 @@ async function measure(name: string, database: Config['database'], topology: Top
   }
 }
 
+/** The floor at each number of connections: pgbench, on a database migrated as the server's, with no server. */
+async function measureFloor(): Promise<{ clients: number; result: FloorResult }[]> {
+  const clients = values['floor-clients'] === 'none' ? [] : values['floor-clients']!.split(',').map(Number);
+  const results: { clients: number; result: FloorResult }[] = [];
+  for (const n of clients) {
+    const database = await createTestDatabase();
+    try {
+      const backend = await openBackend({ database: { kind: 'postgres', url: database.url, poolSize: 2 }, jobLeaseMs: 60_000 }, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
+      const { accountId } = await createAccountWithKey(backend.store, 'floor', 1_000_000_000_000);
+      await backend.close();
+      results.push({ clients: n, result: await runPostgresFloor(database.url, accountId, { clients: n, seconds: Number(values['floor-seconds']) }) });
+    } finally {
+      await database.drop();
+    }
+  }
+  return results;
+}
+
 const rows: Record<string, string>[] = [];
+let floor: { clients: number; result: FloorResult }[] = [];
 try {
   if (STORES.includes('sqlite')) {
     const sqliteDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-sqlite-'));
@@ -189,6 +212,7 @@ try {
           await database.drop();
         }
       }
+      floor = await measureFloor();
     } else {
       console.log('PostgreSQL is not reachable: measured SQLite only.');
     }
@@ -202,6 +226,12 @@ console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, 
 console.table(rows);
 
 // Markdown (lines not starting with │, so the table above stays the one pipeline-run.ts parses).
+if (floor.length) {
+  console.log('\nThe PostgreSQL floor: the statements of a task run by pgbench on a database migrated as the server\'s, no server (bench/http/pg-floor.ts):\n');
+  console.log('| connections | tasks/s | tasks | failed |');
+  console.log('|---|---|---|---|');
+  for (const { clients, result } of floor) console.log(`| ${clients} | ${result.tasksPerSecond.toFixed(0)} | ${result.tasks} | ${result.failed} |`);
+}
 const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
 console.log('\nWhat a task costs its store (throughput window, per task; PostgreSQL transactions from pg_stat_database, statements and round trips counted at the client; SQLite transactions are write commits):\n');
 console.log('| store | transactions | statements | round trips | WAL bytes | rows written |');

@@ -1,0 +1,90 @@
+/**
+ * The pipeline's floor on PostgreSQL: what PostgreSQL itself can do with the statements a task costs,
+ * without the server. `pgbench` (PostgreSQL's own C client, prepared statements, no HTTP, no
+ * JavaScript, no webhook sent) runs one script per task on a database migrated as the server's
+ * (the store's tables, triggers and pg-boss's job table), as the server's processes do:
+ *
+ * 1. submit, one transaction: the task, its job (with the wake-up NOTIFY), the charge with its ledger
+ *    entry and usage shard;
+ * 2. the worker claims the job and starts the task (the status trigger NOTIFYs);
+ * 3. complete, one transaction: the task succeeded, its webhook delivery and job, the usage shard; the
+ *    generation job completed;
+ * 4. deliver: the delivery job claimed, the attempt recorded, the delivery marked, the job completed.
+ *
+ * That is 13 round trips and 6 commits a task, fewer than the server sends (the server's reads of the
+ * task, of the delivery and the secret, lease extensions and batched claims are left out), with the
+ * same row locks: every task of the one account charges the same balance row. A job is claimed by its id
+ * (known to the script), cheaper than pg-boss's search of the lane with SKIP LOCKED, so if anything the
+ * floor is too high. Tasks per second is pgbench's transactions per second (one script = one task).
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const BODY = JSON.stringify({ type: 'task.succeeded', data: { requestId: 'gen_x', status: 'succeeded', output: { url: 'x'.repeat(400) } } }).replace(/'/g, "''");
+
+const script = (accountId: string) => `
+\\set r random(1, 9000000000000000000)
+\\set shard :r % 16
+BEGIN;
+INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url, credits_charged, deadline_at, created_at, updated_at)
+  VALUES ('gen_' || :r, '${accountId}', 'queued', 'vidgen-2.0', 'a lighthouse at dusk, waves breaking', 4, '16:9', '480p', 'text_to_video', '[]', NULL, 'https://127.0.0.1:9/hook', 10, now() + interval '30 minutes', now(), now());
+WITH sent AS (INSERT INTO pgboss.job (name, data, expire_in) VALUES ('vidgen-instant', jsonb_build_object('taskId', 'gen_' || :r, 'kind', 'generate', 'attempt', 1, 'maxAttempts', 3), interval '60 seconds') RETURNING id) SELECT id AS job, pg_notify('vidgen_jobs', 'instant') AS woken FROM sent
+\\gset
+WITH charged AS (UPDATE accounts SET balance = balance - 10 WHERE id = '${accountId}' AND balance >= 10 RETURNING balance),
+  ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after) SELECT '${accountId}', 'charge', -10, 'gen_' || :r, NULL, now(), balance FROM charged),
+  hourly AS (INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, 10 FROM charged
+             ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET credits_charged = usage_hourly_shards.credits_charged + excluded.credits_charged)
+  INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('day', now()), 'vidgen-2.0', :shard, 10 FROM charged
+  ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged;
+COMMIT;
+UPDATE pgboss.job SET state = 'active', started_on = now() WHERE name = 'vidgen-instant' AND id = :job::uuid AND state < 'active' RETURNING data->>'taskId' AS task
+\\gset
+UPDATE tasks SET status = 'processing', updated_at = now() WHERE id = :task::text AND status IN ('queued', 'processing');
+BEGIN;
+UPDATE tasks SET status = 'succeeded', output_key = :task::text || '.mp4', output_url = 'https://127.0.0.1/files/' || :task::text || '.mp4', output_expires_at = now() + interval '1 day', updated_at = now(), completed_at = now()
+  WHERE id = :task::text AND status = 'processing';
+INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
+  VALUES ('msg_' || :r, :task::text, '${accountId}', 'https://127.0.0.1:9/hook', 'task.succeeded', '${BODY}', 'pending', now(), now(), now());
+WITH sent AS (INSERT INTO pgboss.job (name, data, expire_in) VALUES ('vidgen-webhooks', jsonb_build_object('taskId', :task::text, 'kind', 'deliver', 'attempt', 1, 'maxAttempts', 20), interval '60 seconds') RETURNING id) SELECT id AS hook_job, pg_notify('vidgen_jobs', 'webhooks') AS woken FROM sent
+\\gset
+INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, succeeded, seconds_delivered) VALUES ('${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, 1, 4)
+  ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET succeeded = usage_hourly_shards.succeeded + 1, seconds_delivered = usage_hourly_shards.seconds_delivered + 4;
+COMMIT;
+UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-instant' AND id = :job::uuid;
+UPDATE pgboss.job SET state = 'active', started_on = now() WHERE name = 'vidgen-webhooks' AND id = :hook_job::uuid AND state < 'active' RETURNING data->>'taskId' AS hook_task
+\\gset
+WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = now(), status = 'delivered', next_attempt_at = NULL, updated_at = now() WHERE task_id = :hook_task::text RETURNING id)
+  INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) SELECT id, now(), 204, NULL, 3 FROM d;
+UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-webhooks' AND id = :hook_job::uuid;
+`;
+
+export interface FloorResult {
+  tasksPerSecond: number;
+  tasks: number;
+  failed: number;
+}
+
+/**
+ * Runs the script at `clients` connections for `seconds` on `url` (a database the server's migrations
+ * and pg-boss's queues were applied to, with `accountId` holding credits for every task).
+ */
+export async function runPostgresFloor(url: string, accountId: string, options: { clients: number; seconds: number }): Promise<FloorResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'vidgen-pg-floor-'));
+  try {
+    const file = join(dir, 'task.sql');
+    writeFileSync(file, script(accountId));
+    const args = ['--no-vacuum', '--protocol=prepared', `--client=${options.clients}`, '--jobs=2', `--time=${options.seconds}`, `--file=${file}`, url];
+    const output = await new Promise<string>((done, fail) =>
+      execFile('pgbench', args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => (error ? fail(new Error(`pgbench failed: ${stderr || error.message}`)) : done(stdout + stderr))),
+    );
+    const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(output);
+    const processed = /number of transactions actually processed: (\d+)/.exec(output);
+    if (!tps || !processed) throw new Error(`pgbench printed no result:\n${output}`);
+    const failed = /number of failed transactions: (\d+)/.exec(output);
+    return { tasksPerSecond: Number(tps[1]), tasks: Number(processed[1]), failed: failed ? Number(failed[1]) : 0 };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
