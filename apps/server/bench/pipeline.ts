@@ -17,7 +17,7 @@
  *   sent → webhook received, p50/p99.
  * PostgreSQL is skipped with a note when it is not reachable.
  */
-import type { ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -174,6 +174,10 @@ async function measure(name: string, database: Config['database'], topology: Top
 /** The floor at each number of connections: pgbench, on a database migrated as the server's, with no server. */
 async function measureFloor(): Promise<{ clients: number; result: FloorResult }[]> {
   const clients = values['floor-clients'] === 'none' ? [] : values['floor-clients']!.split(',').map(Number);
+  if (clients.length && spawnSync('pgbench', ['--version']).error) {
+    console.log('pgbench is not installed (Debian: postgresql-client): the PostgreSQL floor is left out.');
+    return [];
+  }
   const results: { clients: number; result: FloorResult }[] = [];
   for (const n of clients) {
     const database = await createTestDatabase();
