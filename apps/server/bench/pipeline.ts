@@ -68,12 +68,20 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
+/** Opens the store (its migrations and the queue's lanes applied) and makes an account with credits and a key. */
+async function migrateWithAccount(database: Config['database'], name: string, credits: number): Promise<{ accountId: string; key: string }> {
+  const backend = await openBackend({ database, jobLeaseMs: 60_000 }, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
+  try {
+    return await createAccountWithKey(backend.store, name, credits);
+  } finally {
+    await backend.close();
+  }
+}
+
 async function measure(name: string, database: Config['database'], topology: Topology = 'all'): Promise<Record<string, string>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-pipeline-'));
   const countDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-counts-'));
-  const backend = await openBackend({ database, jobLeaseMs: 60_000 }, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
-  const { key } = await createAccountWithKey(backend.store, 'bench', 1_000_000_000);
-  await backend.close();
+  const { key } = await migrateWithAccount(database, 'bench', 1_000_000_000);
 
   // VIDGEN_BENCH_CPU_PROF=<dir>: a CPU profile of each server process, written when it exits.
   const profile = process.env.VIDGEN_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.VIDGEN_BENCH_CPU_PROF}`] : [];
@@ -182,9 +190,7 @@ async function measureFloor(): Promise<{ clients: number; result: FloorResult }[
   for (const n of clients) {
     const database = await createTestDatabase();
     try {
-      const backend = await openBackend({ database: { kind: 'postgres', url: database.url, poolSize: 2 }, jobLeaseMs: 60_000 }, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
-      const { accountId } = await createAccountWithKey(backend.store, 'floor', 1_000_000_000_000);
-      await backend.close();
+      const { accountId } = await migrateWithAccount({ kind: 'postgres', url: database.url, poolSize: 2 }, 'floor', 1_000_000_000_000);
       results.push({ clients: n, result: await runPostgresFloor(database.url, accountId, { clients: n, seconds: Number(values['floor-seconds']) }) });
     } finally {
       await database.drop();

@@ -87,7 +87,6 @@ function literal(value: unknown): string {
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
-/** Usage totals summed per bucket of $4 ms from $2, out of the hourly or the daily table. */
 /** The usage totals as one relation: the shards (0007_usage_shards.sql) and the rows from before them. */
 const usageRows = (table: 'usage_hourly' | 'usage_daily', column: 'hour_start' | 'day_start') =>
   `(SELECT account_id, ${column}, model, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered FROM ${table}
@@ -110,7 +109,7 @@ const SQL = {
   // The charge, its ledger entry and the usage totals of the hour and the day in one statement; nothing is written, and no
   // row counted, when the balance is short. The entry keeps the balance it left. The usage rows are one of 16 shards
   // (0007_usage_shards.sql), picked at random, so concurrent transactions of the account seldom wait for each other's.
-  // Sent with its checks and the COMMIT as one message (chargeAndCommit): the balance row, which every submission of the
+  // Sent with its checks and the COMMIT as one message (commitWith): the balance row, which every submission of the
   // account locks, is held for this statement and the commit only, not for a round trip to the client in between.
   chargeWithLedgerAndUsage: `
     WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
