@@ -14,6 +14,7 @@ import { systemClock } from './interfaces.js';
 import { withSafeErrors } from './logging.js';
 import { loadSigningSecret } from './files/storage.js';
 import { createOutputFiles, createPipelineWorker } from './pipeline.js';
+import { wakeForNotice } from './queue/worker.js';
 import { openBackend } from './store/open.js';
 
 function docsLoader(): () => string | undefined {
@@ -67,7 +68,8 @@ export async function runService(argv: string[]): Promise<void> {
     ? createPipelineWorker({ config, store, queue, pollMs: backend.workerPollMs, events, clock, logger, files, callbackSecret: upstreamCallbackSecret })
     : undefined;
   // Jobs enqueued by other processes (PostgreSQL NOTIFY at their commit) wake this worker at once.
-  if (worker) backend.onJobEnqueued(() => worker.wake());
+  // Only what the notice is for: a job's lane wakes the claims, `upstream` the follower (not a round of checks per job).
+  if (worker) backend.onJobEnqueued((payload) => worker.wake(wakeForNotice(payload)));
 
   let server: ReturnType<typeof serve> | undefined;
   let inFlight = 0;
@@ -86,7 +88,7 @@ export async function runService(argv: string[]): Promise<void> {
       // output.url's origin, as the files it serves are signed (another host, port or bucket than the console's own).
       consoleMediaOrigins: async () => [new URL(await files.urlFor('gen_0000000000000000.mp4', new Date(clock.now()))).origin],
       shutdown: shutdown.signal,
-      wakeWorkers: () => worker?.wake(),
+      wakeWorkers: (what) => worker?.wake(what),
       files,
       upstreamCallbackSecret,
     });

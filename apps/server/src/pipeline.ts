@@ -91,7 +91,7 @@ export function createPipelineWorker(deps: {
           downloadConcurrency: config.upstream.downloadConcurrency,
           downloadAttempts: config.upstream.downloadAttempts,
           outputTtlMs: config.outputTtlMs,
-          onSlotFreed: () => worker?.wake(),
+          onSlotFreed: () => worker?.wake('jobs'),
         });
   const upstream =
     follower &&

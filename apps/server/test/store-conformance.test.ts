@@ -5,7 +5,7 @@
  * queue's claims, retries, burials and leases, also under concurrency.
  * PostgreSQL runs when reachable (always under CI=true).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -780,6 +780,67 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
         { name: 'ch_a', inFlight: 2, consecutiveFailures: 0, cooldownUntil: null, lastError: null, lastErrorAt: null, creates: 3, createFailures: 0, lostCreates: 0, discardedResults: 0 },
         { name: 'ch_b', inFlight: 1, consecutiveFailures: 0, cooldownUntil: null, lastError: null, lastErrorAt: null, creates: 0, createFailures: 0, lostCreates: 0, discardedResults: 0 },
       ]);
+    });
+
+    it('PostgreSQL: keeps each channel\'s in-flight count on its row through every move, and for rows a previous release writes', async (context) => {
+      if (name !== 'PostgreSQL') return context.skip();
+      const pool = (store() as PgStore).pool;
+      /** What the channel's row says, and what counting upstream_tasks says: always the same. */
+      const counts = async () =>
+        (
+          await pool.query(`SELECT c.name, c.in_flight, (SELECT count(*)::int FROM upstream_tasks u WHERE u.channel = c.name AND u.state IN ('creating', 'following')) AS counted
+                            FROM upstream_channels c ORDER BY c.name`)
+        ).rows.map((r) => [r.name, r.in_flight, r.counted]);
+      const a = await following(later(1_000), 'ch_a');
+      const b = await following(later(1_000), 'ch_a');
+      const c = await following(later(1_000), 'ch_b');
+      const creating = (await submit(10)).id;
+      await reserve(creating, channels(['ch_a', 100]));
+      expect(await counts()).toEqual([['ch_a', 3, 3], ['ch_b', 1, 1]]);
+      // Out of flight: succeeded (downloading), ended, a reservation released, a lost create.
+      await store().markUpstreamSucceeded({ taskId: a, videoUrl: 'https://upstream.example.com/v.mp4', usage: null, now: later(10) });
+      await store().endUpstream({ taskId: c, now: later(20), outcome: 'cancelled', fail: { code: 'cancelled_upstream', message: 'x' } });
+      expect(await counts()).toEqual([['ch_a', 2, 2], ['ch_b', 0, 0]]);
+      await store().releaseUpstreamReservation({ taskId: creating, channel: 'ch_a', error: '429', now: later(30), countFailure: true, cooldownAfter: 5, cooldownMs: 1 });
+      expect(await counts()).toEqual([['ch_a', 1, 1], ['ch_b', 0, 0]]);
+      // Ending a downloading task, or ending one twice, moves nothing.
+      await store().endUpstream({ taskId: a, now: later(40), outcome: 'succeeded', complete: output(a) });
+      await store().endUpstream({ taskId: c, now: later(50), outcome: 'cancelled' });
+      expect(await counts()).toEqual([['ch_a', 1, 1], ['ch_b', 0, 0]]);
+      const lost = (await submit(10)).id;
+      await reserve(lost, channels(['ch_b', 100]));
+      await store().endUpstream({ taskId: lost, now: later(60), outcome: 'lost', fail: { code: 'provider_error', message: 'lost' } });
+      expect(await counts()).toEqual([['ch_a', 1, 1], ['ch_b', 0, 0]]);
+      expect(await channel('ch_b')).toMatchObject({ lostCreates: 1, inFlight: 0 });
+      // A previous release's process writes the rows without knowing the column: the triggers count them, even on a channel with no row yet.
+      const old = (await submit(10)).id;
+      await pool.query(`INSERT INTO upstream_tasks (task_id, channel, state, created_at, updated_at) VALUES ($1, 'ch_old', 'creating', now(), now())`, [old]);
+      expect(await counts()).toEqual([['ch_a', 1, 1], ['ch_b', 0, 0], ['ch_old', 1, 1]]);
+      await pool.query(`UPDATE upstream_tasks SET channel = 'ch_b' WHERE task_id = $1`, [old]);
+      await pool.query(`UPDATE upstream_tasks SET state = 'following', upstream_id = 'cgt-old' WHERE task_id = $1`, [old]);
+      expect(await counts()).toEqual([['ch_a', 1, 1], ['ch_b', 1, 1], ['ch_old', 0, 0]]);
+      await pool.query(`DELETE FROM upstream_tasks WHERE task_id = $1`, [b]);
+      expect(await counts()).toEqual([['ch_a', 0, 0], ['ch_b', 1, 1], ['ch_old', 0, 0]]);
+      // A reservation reads the row's count: full is full.
+      expect(await reserve((await submit(10)).id, channels(['ch_b', 1]))).toEqual({ kind: 'full' });
+    });
+
+    it('PostgreSQL: migration 0008 counts what is in flight when it runs', async (context) => {
+      if (name !== 'PostgreSQL') return context.skip();
+      const pool = (store() as PgStore).pool;
+      await following(later(1_000), 'ch_a');
+      await following(later(1_000), 'ch_b');
+      const done = await following(later(1_000), 'ch_b');
+      await store().markUpstreamSucceeded({ taskId: done, videoUrl: 'https://upstream.example.com/v.mp4', usage: null, now: later(10) });
+      // The database as the previous release left it (0007), with rows in flight, one on a channel without its row.
+      await pool.query(`DROP TRIGGER upstream_tasks_in_flight_insert ON upstream_tasks; DROP TRIGGER upstream_tasks_in_flight_delete ON upstream_tasks;
+                        DROP TRIGGER upstream_tasks_in_flight_update ON upstream_tasks; DROP FUNCTION vidgen_upstream_in_flight();
+                        ALTER TABLE upstream_channels DROP COLUMN in_flight`);
+      await pool.query(`INSERT INTO upstream_tasks (task_id, channel, state, created_at, updated_at) VALUES ($1, 'ch_c', 'creating', now(), now())`, [(await submit(10)).id]);
+      await pool.query(readFileSync(new URL('../src/store/postgres/migrations/0008_upstream_in_flight.sql', import.meta.url), 'utf8'));
+      expect((await store().listUpstreamChannels()).map((ch) => [ch.name, ch.inFlight])).toEqual([['ch_a', 1], ['ch_b', 1], ['ch_c', 1]]);
+      await following(later(1_000), 'ch_c');
+      expect(await channel('ch_c')).toMatchObject({ inFlight: 2 });
     });
 
     it('sums tokens and credits per channel and model, of tasks created within the range only', async () => {

@@ -14,7 +14,7 @@ import type { ModelId } from '../src/domain/catalog.js';
 import { createLocalOutputFiles } from '../src/files/storage.js';
 import { createUpstreamClient } from '../src/providers/byteplus/client.js';
 import type { Provider } from '../src/providers/provider.js';
-import type { Worker } from '../src/queue/worker.js';
+import { wakeForNotice, type Worker } from '../src/queue/worker.js';
 import type { Backend } from '../src/store/open.js';
 import type { Store } from '../src/store/store.js';
 import type { ChannelConfig } from '../src/upstream/channels.js';
@@ -67,14 +67,21 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
   });
   afterAll(async () => opened?.done());
 
-  async function setup(options: { downloadAttempts?: number; /** Clock time a list request takes. */ listTakesMs?: number; /** Pass a callback_url with each create. */ callbacks?: boolean } = {}): Promise<Setup> {
+  async function setup(
+    options: {
+      downloadAttempts?: number;
+      /** Clock time a list request takes. */ listTakesMs?: number;
+      /** Pass a callback_url with each create. */ callbacks?: boolean;
+      /** Told of each claim the followers make (their store's claimUpstreamWork). */ onClaim?: (kind: 'check' | 'download') => void;
+    } = {},
+  ): Promise<Setup> {
     const backend: Backend = await opened.fresh();
     const outputs = mkdtempSync(join(dir, 'outputs-'));
     const files = createLocalOutputFiles({ directory: outputs, publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('test-secret') });
     const workers: Worker[] = [];
     const h = backendHarness(backend, {
       config: testConfig({ providers: { 'vidgen-2.0': 'byteplus', 'vidgen-2.0-fast': 'byteplus', 'vidgen-1.5-pro': 'byteplus' } }),
-      wakeWorkers: () => workers.forEach((w) => w.wake()),
+      wakeWorkers: (what) => workers.forEach((w) => w.wake(what)),
       files,
       upstreamCallbackSecret: CALLBACK_SECRET,
     });
@@ -83,7 +90,7 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
     await new Promise<void>((resolve) => server.once('listening', () => resolve()));
     const publicBaseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
-    backend.onJobEnqueued(() => workers.forEach((w) => w.wake()));
+    backend.onJobEnqueued((payload) => workers.forEach((w) => w.wake(wakeForNotice(payload))));
     const channel: ChannelConfig = { name: 'main', kind: 'byteplus', baseUrl: standin.baseUrl, apiKey: API_KEY, modelIds: MODEL_IDS, maxInFlight: 1_000, priority: 0, weight: 1 };
     const real = createUpstreamClient({ baseUrl: standin.baseUrl, apiKey: API_KEY, requestTimeoutMs: 5_000 });
     const client: typeof real = {
@@ -97,8 +104,18 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
     const process = () => {
       const id = `test_${++n}`;
       let worker: Worker | undefined;
+      const onClaim = options.onClaim;
+      const followerStore: Store = onClaim
+        ? new Proxy(h.store, {
+            get(target, property) {
+              const value = Reflect.get(target, property, target) as unknown;
+              if (property === 'claimUpstreamWork') return (input: Parameters<Store['claimUpstreamWork']>[0]) => (onClaim(input.kind), target.claimUpstreamWork(input));
+              return typeof value === 'function' ? value.bind(target) : value;
+            },
+          })
+        : h.store;
       const follower = createFollower({
-        store: h.store,
+        store: followerStore,
         clock: h.clock,
         logger: h.deps.logger,
         events: h.deps.events,
@@ -112,7 +129,7 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
         downloadConcurrency: 8,
         downloadAttempts: options.downloadAttempts ?? 3,
         outputTtlMs: 7 * 24 * 3600_000,
-        onSlotFreed: () => worker?.wake(),
+        onSlotFreed: () => worker?.wake('jobs'),
       });
       const submitter = createUpstreamSubmitter({
         store: h.store,
@@ -188,6 +205,34 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
     expect(existsSync(join(s.outputs, task!.outputKey!))).toBe(true);
     expect(await upstreamOf(s, ids[0]!)).toMatchObject({ state: 'ended', outcome: 'succeeded', usage: { completionTokens: 108900, totalTokens: 108900 } });
     expect(await refunds(s, accountId)).toBe(0);
+  });
+
+  it.skipIf(skip)('downloads what a round saw succeed without another round: a finished download or a job woken for claims only downloads', async () => {
+    const claims = { check: 0, download: 0 };
+    const s = await setup({ onClaim: (kind) => claims[kind]++ });
+    const { key } = await s.account();
+    for (let i = 0; i < 12; i++) standin.enqueue(scripts.succeedsAfter(0));
+    const ids = await submit(s, key, 12);
+    await created(s, ids);
+    await s.follower.idle();
+    // Woken for jobs (a submission elsewhere, a slot freed): no look at the followed tasks.
+    claims.check = claims.download = 0;
+    s.worker.wake('jobs');
+    s.worker.wake('jobs');
+    await s.follower.idle();
+    expect(claims).toEqual({ check: 0, download: 0 });
+    // One round lists them all, sees them succeed, and their 12 downloads (8 at a time) follow without another check.
+    await round(s);
+    await until(async () => (await Promise.all(ids.map((id) => statusOf(s, id)))).every((status) => status === 'succeeded'));
+    await s.follower.idle();
+    expect(standin.listed()).toHaveLength(1);
+    expect(claims.check).toBe(1);
+    expect(claims.download).toBeGreaterThanOrEqual(2);
+    expect(standin.requests.filter((r) => r.path.startsWith('/media/'))).toHaveLength(12);
+    // Woken for the upstream (a callback, a cancel): a check round.
+    s.worker.wake('upstream');
+    await s.follower.idle();
+    expect(claims.check).toBe(2);
   });
 
   it.skipIf(skip)('queries each followed task every period, however long its list request takes', async () => {

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { ModelId, PriceTable } from '../domain/catalog.js';
 import type { OutputFiles } from '../files/storage.js';
 import type { Clock, TaskEvents } from '../interfaces.js';
+import type { WakeFor } from '../queue/worker.js';
 import type { Store } from '../store/store.js';
 import type { ConsoleAssets } from './console-assets.js';
 import type { ApiKeyCache } from './middleware.js';
@@ -47,8 +48,8 @@ export interface AppDeps {
   consoleMediaOrigins?: () => Promise<string[]>;
   /** Aborted when the process starts draining for shutdown (http/drain.ts). */
   shutdown?: AbortSignal;
-  /** Tells workers in this process that a job was enqueued (so they need not wait for their poll). */
-  wakeWorkers?: () => void;
+  /** Tells workers in this process that a job was enqueued or an upstream task is due (so they need not wait for their poll); both when not said. */
+  wakeWorkers?: (what?: WakeFor) => void;
   /** Serves output files (GET /files/…); absent when this process serves none. */
   files?: OutputFiles;
   /** Verifies the upstream's callback tokens (upstream/callback-token.ts); absent: no callbacks are asked for or taken. */

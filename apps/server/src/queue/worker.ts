@@ -68,10 +68,19 @@ export interface WorkerOptions {
   abortGraceMs?: number;
 }
 
+/** What a wake-up is for (Worker.wake). */
+export type WakeFor = 'jobs' | 'upstream';
+
+/** What another process's notice (PostgreSQL NOTIFY on the jobs channel) is for: its payload is a job's lane, or `upstream`. */
+export const wakeForNotice = (payload: string): WakeFor => (payload === 'upstream' ? 'upstream' : 'jobs');
+
 export interface Worker {
   start(): void;
-  /** Looks for work now (called when a job is enqueued in this process). */
-  wake(): void;
+  /**
+   * Looks for work now: `jobs` claims jobs (one was enqueued, a slot freed), `upstream` has the
+   * follower look for upstream tasks due (a callback, a cancel); both when not said.
+   */
+  wake(what?: WakeFor): void;
   /**
    * Stops claiming; resolves when running jobs have finished. Renders still
    * running after `graceMs` (default: no bound) are stopped and their jobs
@@ -460,10 +469,10 @@ export function createWorker(options: WorkerOptions): Worker {
       schedule();
       options.upstream?.follower.start();
     },
-    wake() {
+    wake(what) {
       if (started && !stopping) {
-        void pump(wakeLanes);
-        options.upstream?.follower.wake();
+        if (what !== 'upstream') void pump(wakeLanes);
+        if (what !== 'jobs') options.upstream?.follower.wake();
       }
     },
     async stop({ graceMs }: { graceMs?: number } = {}) {

@@ -28,8 +28,11 @@ export interface Backend {
   rateLimiter: RateLimiter;
   /** How often an idle worker looks for work nothing woke it for (leases run out, retries fall due). */
   workerPollMs: number;
-  /** Called when another process enqueued a job (PostgreSQL); set by whoever runs a worker. */
-  onJobEnqueued: (listener: () => void) => void;
+  /**
+   * Called when another process enqueued a job (PostgreSQL), with the NOTIFY's payload: the job's lane,
+   * or `upstream` when an upstream task is due for a check now; set by whoever runs a worker.
+   */
+  onJobEnqueued: (listener: (payload: string) => void) => void;
   close(): Promise<void>;
 }
 
@@ -71,12 +74,12 @@ export async function openBackend(
         await store.close();
         throw error;
       }
-      const jobListeners: (() => void)[] = [];
+      const jobListeners: ((payload: string) => void)[] = [];
       const events = options.listen
         ? createPostgresTaskEvents({
             connectionString: url,
             logger: options.logger,
-            channels: { [JOBS_CHANNEL]: () => jobListeners.forEach((listener) => listener()) },
+            channels: { [JOBS_CHANNEL]: (payload) => jobListeners.forEach((listener) => listener(payload)) },
           })
         : undefined;
       await events?.ready;

@@ -64,12 +64,15 @@ export function createFollower(options: FollowerOptions): Follower {
   let stopping = false;
   let round: Promise<void> | undefined;
   let again = false;
+  /** Claims of downloads, apart from the check rounds: a finished download or a success seen starts one without a check round. */
+  let claiming: Promise<void> | undefined;
+  let claimAgain = false;
   let cancelTimer: (() => void) | undefined;
   const downloads = new Map<string, { done: Promise<void>; abort: () => void }>();
   let idleWaiters: (() => void)[] = [];
 
   const settleIdle = () => {
-    if (round || downloads.size > 0) return;
+    if (round || claiming || downloads.size > 0) return;
     const waiters = idleWaiters;
     idleWaiters = [];
     waiters.forEach((resolve) => resolve());
@@ -115,6 +118,8 @@ export function createFollower(options: FollowerOptions): Follower {
       case 'succeeded':
         await store.markUpstreamSucceeded({ taskId: record.taskId, videoUrl: seen.videoUrl!, usage: seen.usage ?? null, now: clock.now() });
         options.onSlotFreed?.();
+        // Downloaded now, not after the rest of the round's lists.
+        wakeDownloads();
         return;
       case 'failed':
       case 'expired':
@@ -255,7 +260,9 @@ export function createFollower(options: FollowerOptions): Follower {
         .finally(() => {
           downloads.delete(record.taskId);
           settleIdle();
-          if (!stopping) wake();
+          // A free download slot: the next download due, not a check round (that made rounds between the
+          // periods, each listing the few tasks just due instead of full batches).
+          wakeDownloads();
         });
     }
   }
@@ -265,6 +272,30 @@ export function createFollower(options: FollowerOptions): Follower {
     if (free <= 0 || stopping) return;
     const claimed = await store.claimUpstreamWork({ kind: 'download', workerId: options.workerId, now: clock.now(), leaseMs: options.leaseMs, limit: free });
     startDownloads(claimed);
+  }
+
+  /** Claims the downloads due that this worker has room for; again at once if woken meanwhile. */
+  function wakeDownloads(): void {
+    if (!started || stopping) return;
+    if (claiming) {
+      claimAgain = true;
+      return;
+    }
+    claiming = (async () => {
+      try {
+        do {
+          claimAgain = false;
+          try {
+            await downloadDue();
+          } catch (error) {
+            logger.error({ err: error }, 'claiming upstream downloads failed: tried again next round');
+          }
+        } while (claimAgain && !stopping);
+      } finally {
+        claiming = undefined;
+        settleIdle();
+      }
+    })();
   }
 
   /** One round: query what is due, start downloads; again at once if woken meanwhile. */
@@ -283,7 +314,7 @@ export function createFollower(options: FollowerOptions): Follower {
         again = false;
         try {
           await checkDue();
-          await downloadDue();
+          wakeDownloads();
         } catch (error) {
           logger.error({ err: error }, 'following upstream tasks failed: tried again next round');
         }
@@ -321,13 +352,14 @@ export function createFollower(options: FollowerOptions): Follower {
       else if (graceMs !== undefined) cancelGrace = clock.setTimeout(abortAll, graceMs);
       try {
         await round;
+        await claiming;
         await Promise.allSettled([...downloads.values()].map((d) => d.done));
       } finally {
         cancelGrace();
       }
     },
     idle() {
-      return !round && downloads.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
+      return !round && !claiming && downloads.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
     },
   };
 }

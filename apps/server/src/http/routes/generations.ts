@@ -109,7 +109,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
         const location = `${BASE}/${accepted.requestId}`;
         if (outcome.kind === 'replayed') return answer(c, accepted, 202, { Location: location, 'Idempotent-Replayed': 'true' });
         deps.metrics?.creditsCharged(accepted.creditsCharged);
-        deps.wakeWorkers?.();
+        deps.wakeWorkers?.('jobs');
         return answer(c, accepted, 202, { Location: location });
       }
       case 'insufficient_credits':

@@ -29,7 +29,7 @@ export function registerUpstreamCallbackRoutes(app: Hono<AppEnv>, deps: AppDeps)
 
     // The token was made by us for this id, so whatever the store says, there is nothing for the upstream to retry.
     const followed = await store.requestUpstreamCheck({ taskId, now: clock.now() });
-    if (followed) deps.wakeWorkers?.();
+    if (followed) deps.wakeWorkers?.('upstream');
     logger.debug({ correlationId: c.get('correlationId'), taskId, followed }, 'upstream callback');
     return c.body(null, 204);
   });

@@ -108,7 +108,7 @@ export function registerWebhookRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
     const delivery = await store.redeliver({ deliveryId: id, now: clock.now() });
     if (!delivery) throw notFound(id);
     // Its job is available now: a worker in this process need not wait for its poll.
-    deps.wakeWorkers?.();
+    deps.wakeWorkers?.('jobs');
     return answer(c, { success: true, delivery: toDeliveryResource(delivery) } satisfies SuccessBody<'redeliverWebhook'>, 202);
   });
 

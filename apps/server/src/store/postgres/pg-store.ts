@@ -76,8 +76,9 @@ const usageBuckets = (now: Date) => ({
 const USAGE_SHARDS = 16;
 const usageShard = () => Math.floor(Math.random() * USAGE_SHARDS);
 
-/** A value as a SQL literal, for commitWith: strings quoted by pg, dates as ISO text, integers as written. */
+/** A value as a SQL literal, for commitWith: strings quoted by pg, dates as ISO text, integers as written, null as NULL. */
 function literal(value: unknown): string {
+  if (value === null) return 'NULL';
   if (typeof value === 'string') return pg.escapeLiteral(value);
   if (value instanceof Date) return pg.escapeLiteral(value.toISOString());
   if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
@@ -101,6 +102,12 @@ const usageTotalsFrom = (table: 'usage_hourly' | 'usage_daily', column: 'hour_st
           sum(failed) AS failed, sum(cancelled) AS cancelled, sum(seconds_delivered) AS seconds_delivered
    FROM ${usageRows(table, column)} WHERE account_id = $1 AND ${column} >= $2 AND ${column} < $3
    GROUP BY 1, 2 ORDER BY 1, 2`;
+
+const END_UPSTREAM_TASK = `UPDATE upstream_tasks SET state = 'ended', outcome = $3, upstream_status = coalesce($4, upstream_status),
+                                             last_error = coalesce($5, last_error), next_check_at = NULL, lease_until = NULL, leased_by = NULL,
+                                             updated_at = $2, ended_at = $2
+                           WHERE task_id = $1 AND state <> 'ended'
+                           RETURNING channel`;
 
 const SQL = {
   selectAccount: 'SELECT * FROM accounts WHERE id = $1',
@@ -188,9 +195,9 @@ const SQL = {
   // A reservation holds its task's row: a concurrent cancel (or a second reservation of the task) waits for it.
   lockTask: 'SELECT status FROM tasks WHERE id = $1 FOR NO KEY UPDATE',
   insertUpstreamChannel: 'INSERT INTO upstream_channels (name) VALUES ($1) ON CONFLICT DO NOTHING',
-  // Held until commit: reservations on one channel count and insert one at a time.
-  lockUpstreamChannel: 'SELECT name FROM upstream_channels WHERE name = $1 FOR UPDATE',
-  countUpstreamInFlight: "SELECT count(*) AS n FROM upstream_tasks WHERE channel = $1 AND state IN ('creating', 'following')",
+  // Held until commit: reservations on one channel read its count and insert one at a time. in_flight is
+  // kept by the triggers of migration 0008, in the transactions that move upstream_tasks rows.
+  lockUpstreamChannel: 'SELECT in_flight FROM upstream_channels WHERE name = $1 FOR UPDATE',
   // ON CONFLICT: a reservation of the same task that got there first makes this one `exists`, not an error.
   insertUpstreamTask: `INSERT INTO upstream_tasks (task_id, channel, state, created_at, updated_at) VALUES ($1, $2, 'creating', $3, $3)
                        ON CONFLICT DO NOTHING`,
@@ -204,12 +211,11 @@ const SQL = {
   recordUpstreamCreated: `UPDATE upstream_tasks SET state = 'following', upstream_id = $2, upstream_status = 'queued', next_check_at = $4, updated_at = $3
                           WHERE task_id = $1 AND state = 'creating'
                           RETURNING channel`,
-  endUpstreamTask: `UPDATE upstream_tasks SET state = 'ended', outcome = $3, upstream_status = coalesce($4, upstream_status),
-                                             last_error = coalesce($5, last_error), next_check_at = NULL, lease_until = NULL, leased_by = NULL,
-                                             updated_at = $2, ended_at = $2
-                    WHERE task_id = $1 AND state <> 'ended'
-                    RETURNING channel`,
-  countChannelOutcome: 'UPDATE upstream_channels SET lost_creates = lost_creates + $2, discarded_results = discarded_results + $3 WHERE name = $1',
+  endUpstreamTask: END_UPSTREAM_TASK,
+  // Conditional: of two transactions ending the row, only the one that ends it counts the outcome against the channel.
+  endUpstreamCounted: `WITH ended AS (${END_UPSTREAM_TASK})
+                       UPDATE upstream_channels c SET lost_creates = lost_creates + $6, discarded_results = discarded_results + $7
+                       FROM ended WHERE c.name = ended.channel`,
   upstreamDueNow: `UPDATE upstream_tasks SET next_check_at = $2 WHERE task_id = $1 AND state IN ('following', 'downloading') AND next_check_at > $2`,
   // SKIP LOCKED: rows another worker is claiming right now are left to it; once it commits they are leased.
   claimUpstreamWork: `
@@ -235,9 +241,7 @@ const SQL = {
   requestUpstreamCheck: `UPDATE upstream_tasks SET next_check_at = least(next_check_at, $2) WHERE task_id = $1 AND state = 'following'`,
   notify: 'SELECT pg_notify($1, $2)',
   // COLLATE "C": names in byte order, as SQLite sorts them.
-  selectUpstreamChannels: `
-    SELECT c.*, (SELECT count(*) FROM upstream_tasks u WHERE u.channel = c.name AND u.state IN ('creating', 'following')) AS in_flight
-    FROM upstream_channels c ORDER BY c.name COLLATE "C"`,
+  selectUpstreamChannels: 'SELECT * FROM upstream_channels ORDER BY name COLLATE "C"',
   // sum() of bigint is numeric: cast back to bigint, which is read as a number.
   upstreamUsageReport: `
     SELECT u.channel, t.model, count(*) AS tasks, count(*) FILTER (WHERE t.status = 'succeeded') AS succeeded,
@@ -757,10 +761,13 @@ export class PgStore implements Store {
       for (const channel of input.channels) {
         // No row for a channel that can take nothing (as SQLite, which writes one only with a reservation).
         if (channel.limit < 1) continue;
-        await client.query(SQL.insertUpstreamChannel, [channel.name]);
-        await client.query(SQL.lockUpstreamChannel, [channel.name]);
-        // Counted after the lock, so with every reservation committed before it.
-        if ((await this.one(SQL.countUpstreamInFlight, [channel.name], client))!.n >= channel.limit) continue;
+        let locked = await this.one(SQL.lockUpstreamChannel, [channel.name], client);
+        if (!locked) {
+          await client.query(SQL.insertUpstreamChannel, [channel.name]);
+          locked = await this.one(SQL.lockUpstreamChannel, [channel.name], client);
+        }
+        // Read under the lock, so with every reservation committed before it.
+        if (locked!.in_flight >= channel.limit) continue;
         if ((await client.query(SQL.insertUpstreamTask, [input.taskId, channel.name, input.now])).rowCount === 0) {
           // Another transaction wrote the task's row meanwhile: never two creates for one task.
           return { kind: 'exists', upstream: toUpstreamTask((await this.one(SQL.selectUpstreamTask, [input.taskId], client))!) };
@@ -781,7 +788,7 @@ export class PgStore implements Store {
   }
 
   async recordUpstreamCreated(input: { taskId: string; upstreamId: string; now: Date; nextCheckAt: Date }): Promise<{ task: TaskRecord | undefined; started: boolean }> {
-    return this.transaction(async (client) => {
+    return this.transaction(async (client, tx) => {
       const row = await this.one(SQL.selectUpstreamTask, [input.taskId], client);
       if (!row || row.state !== 'creating') throw new Error(`upstream task of ${input.taskId} is not being created`);
       const started = (await client.query(SQL.startQueuedTask, [input.taskId, input.now])).rowCount === 1;
@@ -790,14 +797,15 @@ export class PgStore implements Store {
       const created = await this.one(SQL.recordUpstreamCreated, [input.taskId, input.upstreamId, input.now, nextCheckAt], client);
       // Changed by another transaction since it was read: nothing of this one stays (the task is not started).
       if (!created) throw new Error(`upstream task of ${input.taskId} is not being created`);
-      await client.query(SQL.recordChannelCreate, [created.channel]);
       const task = await this.one(SQL.selectTaskById, [input.taskId], client);
+      // The channel's row, which every reservation on it locks, is held only while the server runs the commit.
+      await this.commitWith(client, tx, [[SQL.recordChannelCreate, [created.channel]]]);
       return { task: task && toTask(task), started };
     });
   }
 
   async endUpstream(input: Parameters<Store['endUpstream']>[0]): Promise<{ task: TaskRecord | undefined; changed: boolean; outcome: UpstreamOutcome }> {
-    return this.transaction(async (client) => {
+    return this.transaction(async (client, tx) => {
       const row = await this.one(SQL.selectUpstreamTask, [input.taskId], client);
       if (!row) throw new Error(`no upstream task for ${input.taskId}`);
       let outcome = input.outcome;
@@ -810,9 +818,14 @@ export class PgStore implements Store {
         changed = (await this.failTaskIn(client, { id: input.taskId, now: input.now, ...input.fail })).kind === 'failed';
       }
       // Conditional: of two transactions ending the row, one counts the outcome against the channel.
-      const ended = await this.one(SQL.endUpstreamTask, [input.taskId, input.now, outcome, input.upstreamStatus ?? null, input.error ?? null], client);
-      if (ended) await client.query(SQL.countChannelOutcome, [ended.channel, outcome === 'lost' ? 1 : 0, outcome === 'discarded' ? 1 : 0]);
       const task = await this.one(SQL.selectTaskById, [input.taskId], client);
+      // Last, with the COMMIT in the same message: ending a task in flight moves its channel's count (the
+      // triggers of migration 0008), and a lost or discarded one its counters; every reservation on the
+      // channel locks that row, so it is held only while the server runs the commit.
+      const counted = outcome === 'lost' || outcome === 'discarded';
+      await this.commitWith(client, tx, [
+        counted ? [SQL.endUpstreamCounted, [input.taskId, input.now, outcome, input.upstreamStatus ?? null, input.error ?? null, outcome === 'lost' ? 1 : 0, outcome === 'discarded' ? 1 : 0]] : [SQL.endUpstreamTask, [input.taskId, input.now, outcome, input.upstreamStatus ?? null, input.error ?? null]],
+      ]);
       return { task: task && toTask(task), changed, outcome };
     });
   }
