@@ -113,6 +113,31 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect((await store().listLedger('acc_1')).map((e) => [e.kind, e.amount])).toEqual([['grant', 100], ['charge', -40]]);
     });
 
+    it('answers the submitted task as a read of it answers, metadata as sent, and the answer it stores for replays likewise', async () => {
+      const metadata = JSON.parse('{"z": 1, "a": {"y": [1, "x", null, 1e400], "é": "\\u00e9"}, "n": -0.5}');
+      const patch = { metadata, mediaUrls: ['https://media.example.com/a.png'], webhookUrl: 'https://hooks.example.com/x', mode: 'image_to_video' as const };
+      const plain = await submit(10, later(1), patch);
+      expect(plain).toEqual(await store().findTask(plain.id));
+      expect(plain).toEqual(await store().getTask('acc_1', plain.id));
+      expect(Object.keys(plain.metadata!)).toEqual(['z', 'a', 'n']);
+      const keyed = await store().submitTask({ job, task: task(10, later(2), patch), idempotency: { key: 'k-json', fingerprint: 'f', expiresAt: later(3600_000) }, now: later(2), respond });
+      if (keyed.kind !== 'created') throw new Error(keyed.kind);
+      expect(keyed.task).toEqual(await store().findTask(keyed.task.id));
+      const replayed = await store().submitTask({ job, task: task(10, later(3), patch), idempotency: { key: 'k-json', fingerprint: 'f', expiresAt: later(3600_000) }, now: later(3), respond });
+      expect(replayed).toEqual({ kind: 'replayed', response: keyed.response });
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 80, ledgerSum: 80 });
+    });
+
+    it('writes nothing, not even the job, when the active-task cap refuses a submission', async () => {
+      await submit(10);
+      const outcome = await store().submitTask({ job, task: task(10, later(1)), idempotency: null, maxActiveTasks: 1, now: later(1), respond });
+      expect(outcome).toEqual({ kind: 'too_many_active_tasks', limit: 1 });
+      expect(await store().listTasks({ accountId: 'acc_1', limit: 10 })).toHaveLength(1);
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 90, ledgerSum: 90 });
+      expect(await claim()).toBeDefined();
+      expect(await claim()).toBeUndefined();
+    });
+
     it('refuses a charge above the balance and writes nothing, no job either', async () => {
       const outcome = await store().submitTask({ job, task: task(140), idempotency: null, now, respond });
       expect(outcome).toEqual({ kind: 'insufficient_credits', required: 140, available: 100 });

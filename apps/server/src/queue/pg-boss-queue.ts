@@ -13,6 +13,7 @@
  * - A retry at a chosen time completes the job and sends its successor with
  *   `startAfter`, in one transaction; the successor carries the attempt count.
  */
+import { randomUUID } from 'node:crypto';
 import PgBoss from 'pg-boss';
 import pg from 'pg';
 import type { Job, JobQueue } from './queue.js';
@@ -134,6 +135,35 @@ export class PgBossQueue implements JobQueue, PgJobs {
     });
     // pg-boss answers null instead of failing when it inserted nothing (an unknown lane): a task must never lack its job.
     if (!id) throw new Error(`the job for ${job.taskId} was not enqueued in lane ${laneOf(job.provider)}`);
+  }
+
+  /**
+   * The statement that enqueues `job` (pg-boss's INSERT, the wake-up NOTIFY), for the caller to send with others
+   * in one message (the store's submission): it fails with vidgen_require's SQLSTATE VG001 (`job_not_enqueued`)
+   * when it inserted nothing, so that no task is ever written without its job.
+   */
+  async enqueueStatement(job: { kind: Job['kind']; taskId: string; provider: string; maxAttempts: number }): Promise<[string, unknown[]]> {
+    const data: JobData = { taskId: job.taskId, kind: job.kind, maxAttempts: job.maxAttempts, attempt: 1 };
+    let statement: [string, unknown[]] | undefined;
+    // pg-boss builds its INSERT and hands it to executeSql; kept here, not run. The id is ours, so that its answer can be given.
+    const id = randomUUID();
+    await this.boss.send(laneOf(job.provider), data, {
+      id,
+      db: {
+        executeSql: async (text, values) => {
+          const n = values!.length;
+          statement = [
+            `WITH sent AS (${text}) SELECT vidgen_require(count(*) = 1, 'job_not_enqueued'), pg_notify($${n + 1}, $${n + 2}) FROM sent`,
+            [...values!, JOBS_CHANNEL, job.provider],
+          ];
+          return { rows: [{ id }] };
+        },
+      },
+      expireInSeconds: this.leaseSeconds,
+      retryLimit: job.maxAttempts + 1,
+      retryDelay: 0,
+    });
+    return statement!;
   }
 
   async claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {

@@ -22,6 +22,7 @@ import type {
   DeliveryStatus,
   FailOutcome,
   LedgerEntry,
+  NewTask,
   StartOutcome,
   Store,
   SubmitOutcome,
@@ -54,6 +55,8 @@ export type Queryable = Pick<pg.PoolClient, 'query'>;
 /** What the store needs of the job engine: enqueue inside the caller's transaction. */
 export interface PgJobs {
   enqueue(client: Queryable, job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number; runAt: Date }): Promise<void>;
+  /** The statement that enqueues a job to start at once, to be sent with others in one message (see `atomically`). */
+  enqueueStatement(job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number }): Promise<[string, unknown[]]>;
   /** Drops a task's jobs in a lane that have not started yet. */
   cancelUnfinished(client: Queryable, job: { provider: string; taskId: string }): Promise<void>;
 }
@@ -72,18 +75,61 @@ const usageBuckets = (now: Date) => ({
   dayStart: new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000),
 });
 
+/**
+ * A submitted task as tasks_with_webhook has it once its submission committed: the json columns as their text reads
+ * back (JSON.parse of what JSON.stringify wrote), no delivery yet. The store-conformance suite holds it to what a read answers.
+ */
+function newTask(task: NewTask, now: Date): TaskRecord {
+  return toTask({
+    id: task.id,
+    account_id: task.accountId,
+    status: TASK_STATES.queued,
+    model: task.model,
+    prompt: task.prompt,
+    duration: task.duration,
+    aspect_ratio: task.aspectRatio,
+    resolution: task.resolution,
+    mode: task.mode,
+    media_urls: JSON.parse(JSON.stringify(task.mediaUrls)),
+    metadata: task.metadata === null ? null : JSON.parse(JSON.stringify(task.metadata)),
+    webhook_url: task.webhookUrl,
+    credits_charged: task.creditsCharged,
+    credits_refunded: 0,
+    output_url: null,
+    output_expires_at: null,
+    output_key: null,
+    error_code: null,
+    error_message: null,
+    created_at: now,
+    updated_at: now,
+    completed_at: null,
+    deadline_at: task.deadlineAt,
+    webhook_status: null,
+  });
+}
+
 /** The usage totals' shard a transaction adds to (0007_usage_shards.sql). */
 const USAGE_SHARDS = 16;
 const usageShard = () => Math.floor(Math.random() * USAGE_SHARDS);
 
-/** A value as a SQL literal, for commitWith: strings quoted by pg, dates as ISO text, integers as written, null as NULL. */
+/**
+ * A value as a SQL literal, for statements sent in one message (commitWith, atomically): strings quoted by pg,
+ * dates as ISO text, integers as written, booleans, null and undefined as NULL, other objects as their JSON text
+ * (as node-pg sends them as parameters).
+ */
 function literal(value: unknown): string {
-  if (value === null) return 'NULL';
+  if (value === null || value === undefined) return 'NULL';
   if (typeof value === 'string') return pg.escapeLiteral(value);
   if (value instanceof Date) return pg.escapeLiteral(value.toISOString());
   if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  if (typeof value === 'boolean') return String(value);
+  if (typeof value === 'object' && !Array.isArray(value) && !Buffer.isBuffer(value)) return pg.escapeLiteral(JSON.stringify(value));
   throw new Error(`no SQL literal for ${typeof value} ${String(value)}`);
 }
+
+/** Statements with their values written in as literals (the simple protocol takes no parameters), as one message's text. */
+const inlined = (statements: [string, unknown[]][]) =>
+  statements.map(([text, values]) => text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1])));
 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
@@ -131,6 +177,10 @@ const SQL = {
     SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`,
   // After the charge, so with the account's row locked: the account's submissions pass here one at a time.
   // The count includes the task being submitted: at most the limit ($2) once it is in.
+  insertTask: `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
+                                 webhook_url, credits_charged, deadline_at, created_at, updated_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)`,
+  storeIdempotentResponse: 'UPDATE idempotency_keys SET response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2',
   requireActiveBelow: `SELECT vidgen_require(count(*) <= $2, 'too_many_active_tasks') FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   // A refund and its ledger entry in one statement; the unique ledger index refuses a second refund (and so the balance change with it).
   refundWithLedger: `WITH refunded AS (UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance)
@@ -305,9 +355,17 @@ export class PgStore implements Store {
    * the message there; the caller's transaction() then rolls back.
    */
   private async commitWith(client: pg.PoolClient, tx: { committed: boolean }, statements: [string, unknown[]][]): Promise<void> {
-    const texts = statements.map(([text, values]) => text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1])));
-    await client.query([...texts, 'COMMIT'].join(';\n'));
+    await client.query([...inlined(statements), 'COMMIT'].join(';\n'));
     tx.committed = true;
+  }
+
+  /**
+   * Sends `statements` as one message without BEGIN or COMMIT: PostgreSQL runs the statements of one simple-protocol
+   * message as one transaction, all of them or none (a failing statement, `vidgen_require`'s included, rolls back
+   * the ones before it). One round trip for a whole transaction whose statements need no answer from each other.
+   */
+  private async atomically(statements: [string, unknown[]][]): Promise<void> {
+    await this.pool.query(inlined(statements).join(';\n'));
   }
 
   private async one(text: string, values: unknown[], client: Queryable = this.pool): Promise<Row | undefined> {
@@ -452,8 +510,29 @@ export class PgStore implements Store {
 
   async submitTask(input: Parameters<Store['submitTask']>[0]): Promise<SubmitOutcome> {
     const { task, idempotency, now } = input;
-    const outcome = await this.transaction(async (client, tx): Promise<SubmitOutcome> => {
-      if (idempotency) {
+    // The task as tasks_with_webhook answers it once committed (json columns as their text reads back), so that
+    // the whole submission goes to the server as one message, nothing read back in between.
+    const created = newTask(task, now);
+    const response = input.respond(created);
+    const { hourStart, dayStart } = usageBuckets(now);
+    // Rows only this task has first; the rows every submission of the account shares (its balance, its usage
+    // totals) last, so that they are locked only while the server runs the rest of the message and the commit.
+    const writes = async (): Promise<[string, unknown[]][]> => [
+      [SQL.insertTask, [task.id, task.accountId, TASK_STATES.queued, task.model, task.prompt, task.duration, task.aspectRatio, task.resolution, task.mode,
+        JSON.stringify(task.mediaUrls), task.metadata === null ? null : JSON.stringify(task.metadata), task.webhookUrl, task.creditsCharged, task.deadlineAt, now]],
+      await this.jobs.enqueueStatement({ kind: 'generate', taskId: task.id, provider: input.job.provider, maxAttempts: input.job.maxAttempts }),
+      ...(idempotency ? [[SQL.storeIdempotentResponse, [task.accountId, idempotency.key, response.status, JSON.stringify(response.body)]] as [string, unknown[]]] : []),
+      [SQL.chargeWithLedgerAndUsage, [task.accountId, task.creditsCharged, task.id, now, hourStart, task.model, dayStart, usageShard()]],
+      ...(input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]] as [string, unknown[]]] : []),
+    ];
+    let outcome: SubmitOutcome;
+    try {
+      if (!idempotency) {
+        // Task, job, charge and checks: one round trip, one transaction.
+        await this.atomically(await writes());
+        return { kind: 'created', task: created, response };
+      }
+      outcome = await this.transaction(async (client, tx): Promise<SubmitOutcome> => {
         await client.query('DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND expires_at <= $3', [task.accountId, idempotency.key, now]);
         // Holding the key for this transaction: a concurrent submit with the same key waits
         // here for us to commit (then replays our answer) or roll back (then goes ahead).
@@ -468,61 +547,18 @@ export class PgStore implements Store {
           if (row.fingerprint !== idempotency.fingerprint) return { kind: 'idempotency_key_reused' };
           return { kind: 'replayed', response: { status: row.response_status, body: row.response_body } };
         }
-      }
-      // Rows only this task has first; the rows every submission of the account shares (its balance,
-      // its usage totals) last, so that each is held locked for as few round trips as possible before
-      // the commit: the account's submissions pass the charge one at a time.
-      await client.query(
-        `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
-                            webhook_url, credits_charged, deadline_at, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)`,
-        [
-          task.id,
-          task.accountId,
-          TASK_STATES.queued,
-          task.model,
-          task.prompt,
-          task.duration,
-          task.aspectRatio,
-          task.resolution,
-          task.mode,
-          JSON.stringify(task.mediaUrls),
-          task.metadata === null ? null : JSON.stringify(task.metadata),
-          task.webhookUrl,
-          task.creditsCharged,
-          task.deadlineAt,
-          now,
-        ],
-      );
-      await this.jobs.enqueue(client, { kind: 'generate', taskId: task.id, provider: input.job.provider, maxAttempts: input.job.maxAttempts, runAt: now });
-      const created = toTask((await this.one(SQL.selectTask, [task.accountId, task.id], client))!);
-      const response = input.respond(created);
-      if (idempotency) {
-        await client.query('UPDATE idempotency_keys SET response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2', [
-          task.accountId,
-          idempotency.key,
-          response.status,
-          JSON.stringify(response.body),
-        ]);
-      }
-      const { hourStart, dayStart } = usageBuckets(now);
-      try {
-        await this.commitWith(client, tx, [
-          [SQL.chargeWithLedgerAndUsage, [task.accountId, task.creditsCharged, task.id, now, hourStart, task.model, dayStart, usageShard()]],
-          ...(input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]] as [string, unknown[]]] : []),
-        ]);
-      } catch (error) {
-        // Nothing of this transaction stays (the task, its job, the idempotency claim): transaction() rolls back.
-        const reason = (error as { code?: string }).code === REQUIRE_FAILED ? (error as Error).message : undefined;
-        // The balance is read once the transaction has ended (below).
-        if (reason === 'insufficient_credits') throw new RollBack<SubmitOutcome>({ kind: 'insufficient_credits', required: task.creditsCharged, available: Number.NaN });
-        if (reason === 'too_many_active_tasks') throw new RollBack<SubmitOutcome>({ kind: 'too_many_active_tasks', limit: input.maxActiveTasks! });
-        throw error;
-      }
-      return { kind: 'created', task: created, response };
-    });
-    if (outcome.kind !== 'insufficient_credits') return outcome;
-    return { ...outcome, available: (await this.one(SQL.selectAccount, [task.accountId]))?.balance ?? 0 };
+        await this.commitWith(client, tx, await writes());
+        return { kind: 'created', task: created, response };
+      });
+    } catch (error) {
+      // Nothing of the submission stays (the task, its job, the idempotency claim): all of it was one transaction.
+      const reason = (error as { code?: string }).code === REQUIRE_FAILED ? (error as Error).message : undefined;
+      if (reason === 'too_many_active_tasks') return { kind: 'too_many_active_tasks', limit: input.maxActiveTasks! };
+      if (reason !== 'insufficient_credits') throw error;
+      // The balance is read once the transaction has ended.
+      return { kind: 'insufficient_credits', required: task.creditsCharged, available: (await this.one(SQL.selectAccount, [task.accountId]))?.balance ?? 0 };
+    }
+    return outcome;
   }
 
   async getTask(accountId: string, id: string): Promise<TaskRecord | undefined> {
