@@ -115,7 +115,7 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
 
     it('answers the submitted task as a read of it answers, metadata as sent, and the answer it stores for replays likewise', async () => {
       const metadata = JSON.parse('{"z": 1, "a": {"y": [1, "x", null, 1e400], "é": "\\u00e9"}, "n": -0.5}');
-      const patch = { metadata, mediaUrls: ['https://media.example.com/a.png'], webhookUrl: 'https://hooks.example.com/x', mode: 'image_to_video' as const };
+      const patch = { metadata, mediaUrls: ['https://media.example.com/a.png'], webhookUrl: 'https://hooks.example.com/x', mode: 'first_frame' as const };
       const plain = await submit(10, later(1), patch);
       expect(plain).toEqual(await store().findTask(plain.id));
       expect(plain).toEqual(await store().getTask('acc_1', plain.id));
@@ -348,6 +348,20 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       const generate = await claim(['local']);
       expect(generate).toMatchObject({ taskId: id, kind: 'generate' });
       expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver', provider: 'webhooks' });
+    });
+
+    it('reads a pending delivery with the secrets to sign it with now, and nothing for a task whose delivery is settled or absent', async () => {
+      const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+      expect(await store().pendingDelivery(id, now)).toBeUndefined();
+      await store().cancelTask({ accountId: 'acc_1', id, now });
+      const delivery = (await store().getDeliveryForTask(id))!;
+      expect(await store().pendingDelivery(id, later(1))).toEqual({ delivery, secrets: ['whsec_x'] });
+      await store().rotateWebhookSecret({ accountId: 'acc_1', secret: 'whsec_new', previousValidUntil: later(100) });
+      expect(await store().pendingDelivery(id, later(99))).toEqual({ delivery, secrets: ['whsec_new', 'whsec_x'] });
+      expect(await store().pendingDelivery(id, later(100))).toEqual({ delivery, secrets: ['whsec_new'] });
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: { attemptedAt: later(2), statusCode: 200, error: null, durationMs: 3 }, status: 'delivered', nextAttemptAt: null });
+      expect(await store().pendingDelivery(id, later(3))).toBeUndefined();
+      expect(await store().pendingDelivery('gen_unknown', later(3))).toBeUndefined();
     });
 
     it('records attempts and redelivers from now with a fresh job', async () => {

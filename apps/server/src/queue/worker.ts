@@ -342,22 +342,30 @@ export function createWorker(options: WorkerOptions): Worker {
       if (failed.kind === 'failed') events.publish(job.taskId, failed.task.status);
       return;
     }
-    const started = await store.startTask({ id: job.taskId, now: clock.now() });
-    if (started.kind === 'not_startable') {
-      // Cancelled or ended while queued: nothing to do.
-      await queue.complete(job.id, clock.now());
-      return;
-    }
-    const task = started.task;
-    events.publish(task.id, task.status);
-
     const controller = new AbortController();
     let abortReason: 'cancelled' | 'timeout' | 'shutdown' | 'lease lost' | undefined;
     const abort = (reason: 'cancelled' | 'timeout' | 'shutdown' | 'lease lost') => {
       abortReason ??= reason;
       controller.abort(reason);
     };
-    const unsubscribe = events.subscribe(task.id, (status) => status === 'cancelled' && abort('cancelled'));
+    // Listening before the start: a cancel that lands before it leaves the task not startable, one after it is heard
+    // (no read of the task in between needed).
+    const unsubscribe = events.subscribe(job.taskId, (status) => status === 'cancelled' && abort('cancelled'));
+    let started: Awaited<ReturnType<Store['startTask']>>;
+    try {
+      started = await store.startTask({ id: job.taskId, now: clock.now() });
+    } catch (error) {
+      unsubscribe();
+      throw error;
+    }
+    if (started.kind === 'not_startable') {
+      unsubscribe();
+      // Cancelled or ended while queued: nothing to do.
+      await queue.complete(job.id, clock.now());
+      return;
+    }
+    const task = started.task;
+    events.publish(task.id, task.status);
     const onShutdown = () => abort('shutdown');
     handBack.add(onShutdown);
     // The bound passed while this job was being started: hand it back rather than render past the bound.
@@ -378,9 +386,6 @@ export function createWorker(options: WorkerOptions): Worker {
     let storedOutput: string | undefined;
 
     try {
-      // A cancel may have landed between the claim and the subscription.
-      const current = await store.getTask(task.accountId, task.id);
-      if (current?.status === 'cancelled') abort('cancelled');
       await mkdir(dir, { recursive: true });
       const provider = options.providerFor(task.model);
       const result = controller.signal.aborted ? undefined : await unlessAbandoned(generate(task, provider, dir, controller.signal), controller.signal, log);

@@ -308,6 +308,8 @@ export interface Store {
   // Webhooks. The event is written by completeTask, failTask and cancelTask themselves (an outbox).
   getDelivery(id: string): Promise<DeliveryRecord | undefined>;
   getDeliveryForTask(taskId: string): Promise<DeliveryRecord | undefined>;
+  /** The task's delivery if it is pending, with the secrets to sign it with now (as webhookSecrets): what an attempt reads, in one read. */
+  pendingDelivery(taskId: string, now: Date): Promise<{ delivery: DeliveryRecord; secrets: string[] } | undefined>;
   listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]>;
   /** Newest first, after a position (exclusive), optionally by status or task. */
   listDeliveriesPage(query: { accountId: string; limit: number; status?: DeliveryStatus; taskId?: string; after?: { createdAt: Date; id: string } }): Promise<DeliveryRecord[]>;

@@ -66,9 +66,9 @@ export function createDeliveryRunner(deps: {
   const random = deps.random ?? Math.random;
   return {
     async attempt(taskId, { holdsClaim } = {}) {
-      const delivery: DeliveryRecord | undefined = await deps.store.getDeliveryForTask(taskId);
-      if (!delivery || delivery.status !== 'pending') return undefined;
-      const secrets = await deps.store.webhookSecrets(delivery.accountId, deps.clock.now());
+      const pending = await deps.store.pendingDelivery(taskId, deps.clock.now());
+      if (!pending) return undefined;
+      const { delivery, secrets } = pending;
       const attemptedAt = deps.clock.now();
       const result = await deps.sender.send({ url: delivery.url, id: delivery.id, body: delivery.body, secrets });
       // The schedule counts from the attempt's end: one that ran up to its timeout would otherwise be

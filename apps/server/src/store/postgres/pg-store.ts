@@ -24,6 +24,7 @@ import type {
   LedgerEntry,
   NewTask,
   StartOutcome,
+  StoredResponse,
   Store,
   SubmitOutcome,
   TaskPageQuery,
@@ -51,6 +52,13 @@ const JOBS_CHANNEL = 'vidgen_jobs';
 const REQUIRE_FAILED = 'VG001';
 
 export type Queryable = Pick<pg.PoolClient, 'query'>;
+/** A statement and its values. */
+type Statement = [string, unknown[]];
+/** A transaction under way (PgStore.transaction): whether its BEGIN and its COMMIT have been sent. */
+interface Tx {
+  committed: boolean;
+  begun: boolean;
+}
 
 /** What the store needs of the job engine: enqueue inside the caller's transaction. */
 export interface PgJobs {
@@ -106,6 +114,12 @@ function newTask(task: NewTask, now: Date): TaskRecord {
     deadline_at: task.deadlineAt,
     webhook_status: null,
   });
+}
+
+/** The secrets to sign an account's webhooks with at `now` (its row's webhook_secret columns): the previous one too during a rotation. */
+function secretsOf(row: Row, now: Date): string[] {
+  const previousValid = row.previous_webhook_secret && row.previous_webhook_secret_until > now;
+  return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
 }
 
 /** The usage totals' shard a transaction adds to (0007_usage_shards.sql). */
@@ -266,7 +280,11 @@ const SQL = {
   endUpstreamCounted: `WITH ended AS (${END_UPSTREAM_TASK})
                        UPDATE upstream_channels c SET lost_creates = lost_creates + $6, discarded_results = discarded_results + $7
                        FROM ended WHERE c.name = ended.channel`,
-  upstreamDueNow: `UPDATE upstream_tasks SET next_check_at = $2 WHERE task_id = $1 AND state IN ('following', 'downloading') AND next_check_at > $2`,
+  // A task's upstream row made due now, and the workers of every process woken at commit ($3: the jobs channel) if it has one.
+  upstreamDueNow: `WITH due AS (UPDATE upstream_tasks SET next_check_at = $2 WHERE task_id = $1 AND state IN ('following', 'downloading') AND next_check_at > $2 RETURNING 1)
+                   SELECT pg_notify($3, 'upstream') FROM due`,
+  insertDelivery: `INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
+                   VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7)`,
   // SKIP LOCKED: rows another worker is claiming right now are left to it; once it commits they are leased.
   claimUpstreamWork: `
     WITH claimed AS (
@@ -324,22 +342,23 @@ export class PgStore implements Store {
   /**
    * Runs `work` in one transaction on one client; rolls back on any error, or on `RollBack` with its answer.
    * `work` may send the COMMIT itself, as the last statement of its last message (see `commitWith`).
+   * `beginWithFirst`: no BEGIN of its own; `work` sends it with its first statement (`first`), one round trip less.
    */
-  async transaction<T>(work: (client: pg.PoolClient, tx: { committed: boolean }) => Promise<T>): Promise<T> {
+  async transaction<T>(work: (client: pg.PoolClient, tx: Tx) => Promise<T>, options: { beginWithFirst?: boolean } = {}): Promise<T> {
     const client = await this.pool.connect();
     // A connection lost mid-transaction (a terminated backend, a failover) fails the query in flight,
     // and the client also emits 'error': unheard, that would end the process. The client is not reused.
     let lost: Error | undefined;
     const onLost = (error: Error) => (lost = error);
     client.on('error', onLost);
-    const tx = { committed: false };
+    const tx: Tx = { committed: false, begun: !options.beginWithFirst };
     try {
-      await client.query('BEGIN');
+      if (tx.begun) await client.query('BEGIN');
       const result = await work(client, tx);
-      if (!tx.committed) await client.query('COMMIT');
+      if (tx.begun && !tx.committed) await client.query('COMMIT');
       return result;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => {});
+      if (tx.begun) await client.query('ROLLBACK').catch(() => {});
       if (error instanceof RollBack) return error.outcome as T;
       throw error;
     } finally {
@@ -354,9 +373,18 @@ export class PgStore implements Store {
    * without waiting for this process to answer in between. A statement failing (`vidgen_require`) ends
    * the message there; the caller's transaction() then rolls back.
    */
-  private async commitWith(client: pg.PoolClient, tx: { committed: boolean }, statements: [string, unknown[]][]): Promise<void> {
+  private async commitWith(client: pg.PoolClient, tx: Tx, statements: Statement[]): Promise<void> {
     await client.query([...inlined(statements), 'COMMIT'].join(';\n'));
     tx.committed = true;
+  }
+
+  /** The transaction's first statement, with the BEGIN in the same message when transaction() left it to it (`beginWithFirst`). */
+  private async first(client: pg.PoolClient, tx: Tx, [text, values]: Statement): Promise<pg.QueryResult> {
+    if (tx.begun) return client.query(text, values);
+    // Begun from here on, also if the statement fails: transaction() then rolls back.
+    tx.begun = true;
+    const [, result] = (await client.query(['BEGIN', ...inlined([[text, values]])].join(';\n'))) as unknown as pg.QueryResult[];
+    return result!;
   }
 
   /**
@@ -513,11 +541,10 @@ export class PgStore implements Store {
     // The task as tasks_with_webhook answers it once committed (json columns as their text reads back), so that
     // the whole submission goes to the server as one message, nothing read back in between.
     const created = newTask(task, now);
-    const response = input.respond(created);
     const { hourStart, dayStart } = usageBuckets(now);
     // Rows only this task has first; the rows every submission of the account shares (its balance, its usage
     // totals) last, so that they are locked only while the server runs the rest of the message and the commit.
-    const writes = async (): Promise<[string, unknown[]][]> => [
+    const writes = async (response: StoredResponse): Promise<Statement[]> => [
       [SQL.insertTask, [task.id, task.accountId, TASK_STATES.queued, task.model, task.prompt, task.duration, task.aspectRatio, task.resolution, task.mode,
         JSON.stringify(task.mediaUrls), task.metadata === null ? null : JSON.stringify(task.metadata), task.webhookUrl, task.creditsCharged, task.deadlineAt, now]],
       await this.jobs.enqueueStatement({ kind: 'generate', taskId: task.id, provider: input.job.provider, maxAttempts: input.job.maxAttempts }),
@@ -529,7 +556,8 @@ export class PgStore implements Store {
     try {
       if (!idempotency) {
         // Task, job, charge and checks: one round trip, one transaction.
-        await this.atomically(await writes());
+        const response = input.respond(created);
+        await this.atomically(await writes(response));
         return { kind: 'created', task: created, response };
       }
       outcome = await this.transaction(async (client, tx): Promise<SubmitOutcome> => {
@@ -547,7 +575,9 @@ export class PgStore implements Store {
           if (row.fingerprint !== idempotency.fingerprint) return { kind: 'idempotency_key_reused' };
           return { kind: 'replayed', response: { status: row.response_status, body: row.response_body } };
         }
-        await this.commitWith(client, tx, await writes());
+        // Answered once the key is this transaction's.
+        const response = input.respond(created);
+        await this.commitWith(client, tx, await writes(response));
         return { kind: 'created', task: created, response };
       });
     } catch (error) {
@@ -566,8 +596,8 @@ export class PgStore implements Store {
     return row && toTask(row);
   }
 
-  async findTask(id: string): Promise<TaskRecord | undefined> {
-    const row = await this.one(SQL.selectTaskById, [id]);
+  async findTask(id: string, client: Queryable = this.pool): Promise<TaskRecord | undefined> {
+    const row = await this.one(SQL.selectTaskById, [id], client);
     return row && toTask(row);
   }
 
@@ -578,67 +608,55 @@ export class PgStore implements Store {
   }
 
   async cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome> {
-    return this.transaction(async (client): Promise<CancelOutcome> => {
-      const cancelled = await this.one(SQL.cancelTask, [input.accountId, input.id, input.now], client);
-      if (cancelled) {
-        // Its upstream task, if any, is stopped (queued upstream) or its result discarded: the follower looks now.
-        await this.upstreamDueNowIn(client, input.id, input.now);
-        const task = await this.enqueueWebhookIn(client, cancelled, input.now);
-        // The rows every task of the account shares (balance, usage totals) last: held locked until the commit.
-        await this.refundIn(client, cancelled, 'cancelled', input.now);
-        await this.addUsageIn(client, cancelled.account_id, cancelled.model, input.now, { creditsRefunded: cancelled.credits_charged, cancelled: 1 });
-        return { kind: 'cancelled', task };
-      }
-      const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
-      if (!row) return { kind: 'not_found' };
-      if (row.status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
-      return { kind: 'invalid_state', status: row.status };
-    });
-  }
-
-  /** Makes a task's upstream row due now and wakes the workers of every process (at commit) when there was one. */
-  private async upstreamDueNowIn(client: Queryable, taskId: string, now: Date): Promise<void> {
-    const changed = (await client.query(SQL.upstreamDueNow, [taskId, now])).rowCount ?? 0;
-    if (changed > 0) await client.query(SQL.notify, [JOBS_CHANNEL, 'upstream']);
+    return this.transaction(
+      async (client, tx): Promise<CancelOutcome> => {
+        const cancelled = (await this.first(client, tx, [SQL.cancelTask, [input.accountId, input.id, input.now]])).rows[0] as Row | undefined;
+        if (cancelled) {
+          const { task, statements } = await this.endingWrites(cancelled, input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
+          await this.commitWith(client, tx, statements);
+          return { kind: 'cancelled', task };
+        }
+        const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
+        if (!row) return { kind: 'not_found' };
+        if (row.status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
+        return { kind: 'invalid_state', status: row.status };
+      },
+      { beginWithFirst: true },
+    );
   }
 
   /**
-   * The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction.
-   * `row` is the task's row as the statement that ended it returned it (RETURNING *); answers the task as
-   * tasks_with_webhook now has it: its delivery, if any, is the one just written (a task has one, written when it ends).
+   * What a task's ending writes once its row has moved (`row`, as the statement that moved it returned it), as statements
+   * for the caller to send with its COMMIT, and the task as tasks_with_webhook then has it:
+   * - the outbox: with a webhookUrl, its one event and delivery job (a task has one delivery, written when it ends);
+   * - refunded or cancelled: its upstream task, if any, made due now, the workers of every process woken at commit
+   *   (the follower cancels it upstream or discards its result), and the charge given back (the unique ledger index
+   *   makes a second refund impossible);
+   * - the usage totals. The rows every task of the account shares (balance, usage totals) last.
    */
-  private async enqueueWebhookIn(client: Queryable, row: Row, now: Date): Promise<TaskRecord> {
-    const task = toTask(row);
-    if (!row.webhook_url) return task;
-    const taskId = task.id;
-    const { type, body } = webhookEventBody(task);
-    const id = `msg_${newUlid(now.getTime())}`;
-    await client.query(
-      `INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7)`,
-      [id, taskId, row.account_id, row.webhook_url, type, body, now],
-    );
-    await this.jobs.enqueue(client, { kind: 'deliver', taskId, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts, runAt: now });
-    return { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
-  }
-
-  /** Adds to the account's running usage totals of `now`'s UTC hour and day for the model (usage_hourly_shards, usage_daily_shards). */
-  private async addUsageIn(client: Queryable, accountId: string, model: string, now: Date, add: Partial<Omit<UsageHour, 'hourStart' | 'model'>>): Promise<void> {
+  private async endingWrites(
+    row: Row,
+    now: Date,
+    ending: { refund?: string; usage: Partial<Omit<UsageHour, 'hourStart' | 'model'>> },
+  ): Promise<{ task: TaskRecord; statements: Statement[] }> {
+    let task = toTask(row);
+    const statements: Statement[] = [];
+    if (row.webhook_url) {
+      const { type, body } = webhookEventBody(task);
+      statements.push(
+        [SQL.insertDelivery, [`msg_${newUlid(now.getTime())}`, task.id, row.account_id, row.webhook_url, type, body, now]],
+        await this.jobs.enqueueStatement({ kind: 'deliver', taskId: task.id, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts }),
+      );
+      task = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
+    }
+    if (ending.refund !== undefined) {
+      statements.push([SQL.upstreamDueNow, [task.id, now, JOBS_CHANNEL]], [SQL.refundWithLedger, [row.account_id, row.credits_charged, task.id, ending.refund, now]]);
+    }
     const { hourStart, dayStart } = usageBuckets(now);
-    const counts = [
-      add.creditsCharged ?? 0,
-      add.creditsRefunded ?? 0,
-      add.succeeded ?? 0,
-      add.failed ?? 0,
-      add.cancelled ?? 0,
-      add.secondsDelivered ?? 0,
-    ];
-    await client.query(SQL.addUsageBoth, [accountId, hourStart, model, ...counts, dayStart, usageShard()]);
-  }
-
-  /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
-  private async refundIn(client: Queryable, task: Row, note: string, now: Date): Promise<void> {
-    await client.query(SQL.refundWithLedger, [task.account_id, task.credits_charged, task.id, note, now]);
+    const { usage } = ending;
+    const counts = [usage.creditsCharged ?? 0, usage.creditsRefunded ?? 0, usage.succeeded ?? 0, usage.failed ?? 0, usage.cancelled ?? 0, usage.secondsDelivered ?? 0];
+    statements.push([SQL.addUsageBoth, [row.account_id, hourStart, row.model, ...counts, dayStart, usageShard()]]);
+    return { task, statements };
   }
 
   async startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
@@ -648,32 +666,45 @@ export class PgStore implements Store {
   }
 
   async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
-    return this.transaction((client) => this.completeTaskIn(client, input));
+    return this.transaction(
+      async (client, tx) => {
+        const { outcome, statements } = await this.completeTaskIn(client, tx, input);
+        await this.commitWith(client, tx, statements);
+        return outcome;
+      },
+      { beginWithFirst: true },
+    );
   }
 
-  private async completeTaskIn(client: Queryable, input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
-    const completed = await this.one(SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt], client);
-    if (!completed) return { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status };
-    const task = await this.enqueueWebhookIn(client, completed, input.now);
-    // The usage totals, shared by every task of the account and model, last: held locked until the commit.
-    await this.addUsageIn(client, completed.account_id, completed.model, input.now, { succeeded: 1, secondsDelivered: completed.duration });
-    return { kind: 'succeeded', task };
+  /** Completes the task (its row, then what its ending writes: `statements`, for the caller to send with its COMMIT). */
+  private async completeTaskIn(
+    client: pg.PoolClient,
+    tx: Tx,
+    input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date },
+  ): Promise<{ outcome: CompleteOutcome; statements: Statement[] }> {
+    const completed = (await this.first(client, tx, [SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt]])).rows[0] as Row | undefined;
+    if (!completed) return { outcome: { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
+    const { task, statements } = await this.endingWrites(completed, input.now, { usage: { succeeded: 1, secondsDelivered: completed.duration } });
+    return { outcome: { kind: 'succeeded', task }, statements };
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
-    return this.transaction((client) => this.failTaskIn(client, input));
+    return this.transaction(
+      async (client, tx) => {
+        const { outcome, statements } = await this.failTaskIn(client, tx, input);
+        await this.commitWith(client, tx, statements);
+        return outcome;
+      },
+      { beginWithFirst: true },
+    );
   }
 
-  private async failTaskIn(client: Queryable, input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
-    const failed = await this.one(SQL.failTask, [input.id, input.now, input.code, input.message], client);
-    if (!failed) return { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status };
-    const task = await this.enqueueWebhookIn(client, failed, input.now);
-    // Its upstream task, if any, is stopped or its result discarded: the follower looks now.
-    await this.upstreamDueNowIn(client, input.id, input.now);
-    // The rows every task of the account shares (balance, usage totals) last: held locked until the commit.
-    await this.refundIn(client, failed, input.code, input.now);
-    await this.addUsageIn(client, failed.account_id, failed.model, input.now, { creditsRefunded: failed.credits_charged, failed: 1 });
-    return { kind: 'failed', task };
+  /** Fails the task, refunded (its row, then what its ending writes: `statements`, for the caller to send with its COMMIT). */
+  private async failTaskIn(client: pg.PoolClient, tx: Tx, input: { id: string; now: Date; code: string; message: string }): Promise<{ outcome: FailOutcome; statements: Statement[] }> {
+    const failed = (await this.first(client, tx, [SQL.failTask, [input.id, input.now, input.code, input.message]])).rows[0] as Row | undefined;
+    if (!failed) return { outcome: { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
+    const { task, statements } = await this.endingWrites(failed, input.now, { refund: input.code, usage: { creditsRefunded: failed.credits_charged, failed: 1 } });
+    return { outcome: { kind: 'failed', task }, statements };
   }
 
   async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
@@ -772,9 +803,16 @@ export class PgStore implements Store {
 
   async webhookSecrets(accountId: string, now: Date): Promise<string[]> {
     const row = await this.one('SELECT webhook_secret, previous_webhook_secret, previous_webhook_secret_until FROM accounts WHERE id = $1', [accountId]);
-    if (!row) return [];
-    const previousValid = row.previous_webhook_secret && row.previous_webhook_secret_until > now;
-    return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
+    return row ? secretsOf(row, now) : [];
+  }
+
+  async pendingDelivery(taskId: string, now: Date): Promise<{ delivery: DeliveryRecord; secrets: string[] } | undefined> {
+    const row = await this.one(
+      `SELECT d.*, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
+       FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE d.task_id = $1 AND d.status = 'pending'`,
+      [taskId],
+    );
+    return row && { delivery: toDelivery(row), secrets: secretsOf(row, now) };
   }
 
   async rotateWebhookSecret(input: { accountId: string; secret: string; previousValidUntil: Date }): Promise<boolean> {
@@ -841,29 +879,36 @@ export class PgStore implements Store {
   }
 
   async endUpstream(input: Parameters<Store['endUpstream']>[0]): Promise<{ task: TaskRecord | undefined; changed: boolean; outcome: UpstreamOutcome }> {
-    return this.transaction(async (client, tx) => {
-      const row = await this.one(SQL.selectUpstreamTask, [input.taskId], client);
-      if (!row) throw new Error(`no upstream task for ${input.taskId}`);
-      let outcome = input.outcome;
-      let changed = false;
-      // The task's row before the upstream row, the order cancelTask and failTask take them in.
-      if (input.complete) {
-        changed = (await this.completeTaskIn(client, { id: input.taskId, now: input.now, ...input.complete })).kind === 'succeeded';
-        if (!changed) outcome = 'discarded';
-      } else if (input.fail) {
-        changed = (await this.failTaskIn(client, { id: input.taskId, now: input.now, ...input.fail })).kind === 'failed';
-      }
-      // Conditional: of two transactions ending the row, one counts the outcome against the channel.
-      const task = await this.one(SQL.selectTaskById, [input.taskId], client);
-      // Last, with the COMMIT in the same message: ending a task in flight moves its channel's count (the
-      // triggers of migration 0008), and a lost or discarded one its counters; every reservation on the
-      // channel locks that row, so it is held only while the server runs the commit.
-      const counted = outcome === 'lost' || outcome === 'discarded';
-      await this.commitWith(client, tx, [
-        counted ? [SQL.endUpstreamCounted, [input.taskId, input.now, outcome, input.upstreamStatus ?? null, input.error ?? null, outcome === 'lost' ? 1 : 0, outcome === 'discarded' ? 1 : 0]] : [SQL.endUpstreamTask, [input.taskId, input.now, outcome, input.upstreamStatus ?? null, input.error ?? null]],
-      ]);
-      return { task: task && toTask(task), changed, outcome };
-    });
+    return this.transaction(
+      async (client, tx) => {
+        if (!(await this.first(client, tx, [SQL.selectUpstreamTask, [input.taskId]])).rows[0]) throw new Error(`no upstream task for ${input.taskId}`);
+        let outcome = input.outcome;
+        let ended: { changed: boolean; task?: TaskRecord; statements: Statement[] } = { changed: false, statements: [] };
+        // The task's row before the upstream row, the order cancelTask and failTask take them in.
+        if (input.complete) {
+          const { outcome: completed, statements } = await this.completeTaskIn(client, tx, { id: input.taskId, now: input.now, ...input.complete });
+          ended = completed.kind === 'succeeded' ? { changed: true, task: completed.task, statements } : ended;
+          if (!ended.changed) outcome = 'discarded';
+        } else if (input.fail) {
+          const { outcome: failed, statements } = await this.failTaskIn(client, tx, { id: input.taskId, now: input.now, ...input.fail });
+          if (failed.kind === 'failed') ended = { changed: true, task: failed.task, statements };
+        }
+        const task = ended.task ?? (await this.findTask(input.taskId, client));
+        // Last, with the COMMIT in the same message: ending a task in flight moves its channel's count (the
+        // triggers of migration 0008), and a lost or discarded one its counters; every reservation on the
+        // channel locks that row, so it is held only while the server runs the commit. Conditional: of two
+        // transactions ending the row, one counts the outcome against the channel.
+        const counted = outcome === 'lost' || outcome === 'discarded';
+        await this.commitWith(client, tx, [
+          ...ended.statements,
+          counted
+            ? [SQL.endUpstreamCounted, [input.taskId, input.now, outcome, input.upstreamStatus ?? null, input.error ?? null, outcome === 'lost' ? 1 : 0, outcome === 'discarded' ? 1 : 0]]
+            : [SQL.endUpstreamTask, [input.taskId, input.now, outcome, input.upstreamStatus ?? null, input.error ?? null]],
+        ]);
+        return { task, changed: ended.changed, outcome };
+      },
+      { beginWithFirst: true },
+    );
   }
 
   async claimUpstreamWork(input: { kind: 'check' | 'download'; workerId: string; now: Date; leaseMs: number; limit: number }): Promise<UpstreamTaskRecord[]> {

@@ -544,11 +544,21 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   webhookSecrets(accountId: string, now: Date): Promise<string[]> {
+    return this.group.read(() => this.secretsOf(accountId, now));
+  }
+
+  private secretsOf(accountId: string, now: Date): string[] {
+    const row = this.sql.selectWebhookSecrets.get(accountId) as Row | undefined;
+    if (!row) return [];
+    const previousValid = row.previous_webhook_secret && row.previous_webhook_secret_until > now.getTime();
+    return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
+  }
+
+  pendingDelivery(taskId: string, now: Date): Promise<{ delivery: DeliveryRecord; secrets: string[] } | undefined> {
     return this.group.read(() => {
-      const row = this.sql.selectWebhookSecrets.get(accountId) as Row | undefined;
-      if (!row) return [];
-      const previousValid = row.previous_webhook_secret && row.previous_webhook_secret_until > now.getTime();
-      return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
+      const row = this.sql.selectDeliveryForTask.get(taskId) as Row | undefined;
+      if (!row || row.status !== 'pending') return undefined;
+      return { delivery: toDelivery(row), secrets: this.secretsOf(row.account_id, now) };
     });
   }
 
