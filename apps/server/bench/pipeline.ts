@@ -4,7 +4,10 @@
  * provider (a prepared MP4 at once, selected by configuration), webhooks to an
  * HTTPS receiver on loopback.
  *
- *   pnpm --filter @vidgen/server bench:pipeline [-- --tasks 2000 --concurrency 32 --paced 200 --rate 20]
+ *   pnpm --filter @vidgen/server bench:pipeline [-- --tasks 2000 --concurrency 32 --paced 200 --rate 20 --accounts 1]
+ *
+ * - `--accounts N`: the submits spread over N accounts in turn (default 1: every submission charges the same
+ *   balance row, the worst case for a store that locks it until its commit).
  *
  * - throughput: `--tasks` submitted by `--concurrency` clients as fast as they
  *   are answered; tasks/s from the first submit to the last webhook received.
@@ -38,6 +41,8 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '20' },
     stores: { type: 'string', default: 'sqlite,postgres' },
     topologies: { type: 'string', default: 'all,split' },
+    // Accounts the submits are spread over (each its own balance row and key), in turn.
+    accounts: { type: 'string', default: '1' },
     // The PostgreSQL floor (bench/http/pg-floor.ts) at these numbers of connections; `none` to leave it out.
     'floor-clients': { type: 'string', default: '4,10,32' },
     'floor-seconds': { type: 'string', default: '10' },
@@ -51,6 +56,7 @@ const PACED = Number(values.paced);
 const RATE = Number(values.rate);
 const STORES = values.stores!.split(',');
 const TOPOLOGIES = values.topologies!.split(',') as Topology[];
+const ACCOUNTS = Number(values.accounts);
 /** VIDGEN_BENCH_SERVER_MAIN: another build's entry (relative to apps/server) for an A/B pair, e.g. `.dist-base/main.js`. */
 const MAIN = process.env.VIDGEN_BENCH_SERVER_MAIN ?? 'dist/main.js';
 type Topology = 'all' | 'split';
@@ -81,7 +87,8 @@ async function migrateWithAccount(database: Config['database'], name: string, cr
 async function measure(name: string, database: Config['database'], topology: Topology = 'all'): Promise<Record<string, string>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-pipeline-'));
   const countDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-counts-'));
-  const { key } = await migrateWithAccount(database, 'bench', 1_000_000_000);
+  const keys: string[] = [];
+  for (let i = 0; i < ACCOUNTS; i++) keys.push((await migrateWithAccount(database, `bench-${i}`, 1_000_000_000)).key);
 
   // VIDGEN_BENCH_CPU_PROF=<dir>: a CPU profile of each server process, written when it exits.
   const profile = process.env.VIDGEN_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.VIDGEN_BENCH_CPU_PROF}`] : [];
@@ -112,7 +119,9 @@ async function measure(name: string, database: Config['database'], topology: Top
 
   const body = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'bench', duration: 4, resolution: '480p', webhookUrl: receiver.url('/hooks') });
   const submit = async (): Promise<string> => {
-    const baseUrl = baseUrls[submits++ % baseUrls.length]!;
+    const n = submits++;
+    const baseUrl = baseUrls[n % baseUrls.length]!;
+    const key = keys[Math.floor(n / baseUrls.length) % keys.length]!;
     const res = await fetch(`${baseUrl}/api/open/v1/video/generations`, { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' }, body });
     if (res.status !== 202) throw new Error(`submit answered ${res.status}: ${await res.text()}`);
     return ((await res.json()) as { requestId: string }).requestId;

@@ -3,7 +3,9 @@
  * when VIDGEN_BENCH_COUNT_SQL=<dir> is set: counts what the process asks of its store, at the client.
  *
  * - PostgreSQL (`pg`, shared by the store, pg-boss and the LISTEN connection): every `Client#query` is one
- *   round trip (the extended protocol sends parse/bind/execute/sync together); counted per statement text.
+ *   round trip (the extended protocol sends parse/bind/execute/sync together); a simple-protocol message may
+ *   hold several statements (the store joins them with `;\n`: a submission, an ending with its COMMIT), each
+ *   counted as a statement, per statement text.
  * - SQLite (`better-sqlite3`): every statement run (`run`/`get`/`all`/`iterate`, `exec`), counted per text;
  *   write commits and the WAL they appended, read from the WAL index (`-shm`: mxFrame and the salt that
  *   changes when the WAL restarts after a checkpoint) after each statement that ends a transaction.
@@ -18,7 +20,7 @@ import { join } from 'node:path';
 const dir = process.env.VIDGEN_BENCH_COUNT_SQL;
 const require = createRequire(import.meta.url);
 const counts = {
-  pg: { roundTrips: 0, begins: 0, commits: 0, rollbacks: 0, byText: {} },
+  pg: { roundTrips: 0, statements: 0, begins: 0, commits: 0, rollbacks: 0, byText: {} },
   sqlite: { statements: 0, writeCommits: 0, walFrames: 0, walResets: 0, walBytes: 0, byText: {} },
 };
 const label = (text) => String(text).replace(/\s+/g, ' ').trim().slice(0, 90);
@@ -32,11 +34,14 @@ if (dir) {
     if (text !== undefined) {
       const c = counts.pg;
       c.roundTrips++;
-      const key = label(text);
-      c.byText[key] = (c.byText[key] ?? 0) + 1;
-      if (/^\s*BEGIN/i.test(text)) c.begins++;
-      else if (/^\s*COMMIT/i.test(text)) c.commits++;
-      else if (/^\s*ROLLBACK/i.test(text)) c.rollbacks++;
+      for (const statement of String(text).split(';\n')) {
+        c.statements++;
+        const key = label(statement);
+        c.byText[key] = (c.byText[key] ?? 0) + 1;
+        if (/^\s*BEGIN/i.test(statement)) c.begins++;
+        else if (/^\s*COMMIT/i.test(statement)) c.commits++;
+        else if (/^\s*ROLLBACK/i.test(statement)) c.rollbacks++;
+      }
     }
     return query.call(this, config, ...rest);
   };

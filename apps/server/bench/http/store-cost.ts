@@ -7,7 +7,8 @@
  * - Server side, PostgreSQL: pg_stat_database (commits + rollbacks, rows written) for the bench's database
  *   and pg_current_wal_lsn() (the WAL is the cluster's: nothing else should write while a bench runs).
  *   pg_stat_statements is not loaded on this server (shared_preload_libraries is empty), so statements
- *   are counted at the client: with `pg` every query is one statement and one round trip.
+ *   are counted at the client: every query is one round trip, and as many statements as its text holds
+ *   (the store's simple-protocol messages join several with `;\n`).
  */
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -18,7 +19,7 @@ export const STORE_COST_HOOK = fileURLToPath(new URL('./store-cost-hook.mjs', im
 
 interface ProcessCounts {
   seq: number;
-  pg: { roundTrips: number; begins: number; commits: number; rollbacks: number; byText: Record<string, number> };
+  pg: { roundTrips: number; statements: number; begins: number; commits: number; rollbacks: number; byText: Record<string, number> };
   sqlite: { statements: number; writeCommits: number; walFrames: number; walResets: number; walBytes: number; byText: Record<string, number> };
 }
 
@@ -104,7 +105,7 @@ export function costPerTask(before: CostSnapshot, after: CostSnapshot, tasks: nu
     const pgAfter = after.postgres!;
     return {
       transactions: (pgAfter.xacts - pgBefore.xacts) / tasks,
-      statements: sum((c) => c.pg.roundTrips) / tasks,
+      statements: sum((c) => c.pg.statements ?? c.pg.roundTrips) / tasks,
       roundTrips: sum((c) => c.pg.roundTrips) / tasks,
       walBytes: Number(lsnBytes(pgAfter.walLsn) - lsnBytes(pgBefore.walLsn)) / tasks,
       rowsWritten: (pgAfter.rowsWritten - pgBefore.rowsWritten) / tasks,
