@@ -73,6 +73,7 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
       /** Clock time a list request takes. */ listTakesMs?: number;
       /** Pass a callback_url with each create. */ callbacks?: boolean;
       /** Told of each claim the followers make (their store's claimUpstreamWork). */ onClaim?: (kind: 'check' | 'download') => void;
+      checksPerClaim?: number;
     } = {},
   ): Promise<Setup> {
     const backend: Backend = await opened.fresh();
@@ -130,6 +131,7 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
         downloadAttempts: options.downloadAttempts ?? 3,
         outputTtlMs: 7 * 24 * 3600_000,
         onSlotFreed: () => worker?.wake('jobs'),
+        checksPerClaim: options.checksPerClaim,
       });
       const submitter = createUpstreamSubmitter({
         store: h.store,
@@ -233,6 +235,25 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
     s.worker.wake('upstream');
     await s.follower.idle();
     expect(claims.check).toBe(2);
+  });
+
+  it.skipIf(skip)('claims at most checksPerClaim followed tasks at a time, and again at once while more are due: each listed once in the period', async () => {
+    const claims = { check: 0, download: 0 };
+    const s = await setup({ checksPerClaim: 100, onClaim: (kind) => claims[kind]++ });
+    const { key } = await s.account();
+    for (let i = 0; i < 250; i++) standin.enqueue(scripts.runsForever());
+    const ids = await submit(s, key, 250);
+    await created(s, ids);
+    await s.follower.idle();
+    claims.check = 0;
+    await round(s);
+    // 100, 100, then 50: not a full claim, so no fourth.
+    expect(claims.check).toBe(3);
+    expect(standin.listed().map((batch) => batch.length).sort((a, b) => a - b)).toEqual([50, 100, 100]);
+    expect(new Set(standin.listed().flat()).size).toBe(250);
+    await round(s);
+    expect(claims.check).toBe(6);
+    expect(standin.listed()).toHaveLength(6);
   });
 
   it.skipIf(skip)('queries each followed task every period, however long its list request takes', async () => {

@@ -43,6 +43,12 @@ export interface FollowerOptions {
   onSlotFreed?: () => void;
   /** Upstream list requests in flight at once. Default 4. */
   listConcurrency?: number;
+  /**
+   * The most followed tasks one claim takes; a round that takes that many claims again at once, until no more are
+   * due. Default: five waves of list requests (`batchSize` × `listConcurrency` × 5). Several workers so share a
+   * period's tasks instead of the first to look taking them all.
+   */
+  checksPerClaim?: number;
 }
 
 export interface Follower {
@@ -55,8 +61,6 @@ export interface Follower {
   idle(): Promise<void>;
 }
 
-/** Checks claimed per round; the rest wait for the next round. */
-const MAX_CHECKS_PER_ROUND = 10_000;
 
 export function createFollower(options: FollowerOptions): Follower {
   const { store, clock, logger, events } = options;
@@ -171,11 +175,15 @@ export function createFollower(options: FollowerOptions): Follower {
     return checks;
   }
 
-  async function checkDue(): Promise<void> {
+  const lanes = Math.max(1, options.listConcurrency ?? 4);
+  const checksPerClaim = Math.max(1, options.checksPerClaim ?? options.batchSize * lanes * 5);
+
+  /** Claims due tasks and follows them; true when it took as many as one claim may (more may be due). */
+  async function checkDue(): Promise<boolean> {
     const roundAt = clock.now();
     nextCheckAt = new Date(roundAt.getTime() + options.pollMs - Math.min(500, options.pollMs / 10));
-    const claimed = await store.claimUpstreamWork({ kind: 'check', workerId: options.workerId, now: roundAt, leaseMs: options.leaseMs, limit: MAX_CHECKS_PER_ROUND });
-    if (claimed.length === 0) return;
+    const claimed = await store.claimUpstreamWork({ kind: 'check', workerId: options.workerId, now: roundAt, leaseMs: options.leaseMs, limit: checksPerClaim });
+    if (claimed.length === 0) return false;
     const batches: [string, UpstreamTaskRecord[]][] = [];
     const byChannel = new Map<string, UpstreamTaskRecord[]>();
     for (const record of claimed) byChannel.set(record.channel, [...(byChannel.get(record.channel) ?? []), record]);
@@ -183,7 +191,6 @@ export function createFollower(options: FollowerOptions): Follower {
       for (let i = 0; i < records.length; i += options.batchSize) batches.push([channel, records.slice(i, i + options.batchSize)]);
     }
     // A few list requests at once: 1,000 tasks are ten requests, not a thousand.
-    const lanes = Math.max(1, options.listConcurrency ?? 4);
     let next = 0;
     await Promise.all(
       Array.from({ length: Math.min(lanes, batches.length) }, async () => {
@@ -194,6 +201,7 @@ export function createFollower(options: FollowerOptions): Follower {
         }
       }),
     );
+    return claimed.length >= checksPerClaim;
   }
 
   async function download(record: UpstreamTaskRecord): Promise<void> {
@@ -313,7 +321,8 @@ export function createFollower(options: FollowerOptions): Follower {
       do {
         again = false;
         try {
-          await checkDue();
+          // A full claim: more may be due; claimed at once, not a period later (and another worker may take some meanwhile).
+          if (await checkDue()) again = true;
           wakeDownloads();
         } catch (error) {
           logger.error({ err: error }, 'following upstream tasks failed: tried again next round');
