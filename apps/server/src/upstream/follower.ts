@@ -178,10 +178,14 @@ export function createFollower(options: FollowerOptions): Follower {
   const lanes = Math.max(1, options.listConcurrency ?? 4);
   const checksPerClaim = Math.max(1, options.checksPerClaim ?? options.batchSize * lanes * 5);
 
-  /** Claims due tasks and follows them; true when it took as many as one claim may (more may be due). */
-  async function checkDue(): Promise<boolean> {
+  /**
+   * Claims due tasks and follows them; true when it took as many as one claim may (more may be due).
+   * `continuing`: the claim after a full one, in the same round: its tasks are next due with the round's first
+   * (counted from a later claim, the last of them would miss the next round and wait for the one after).
+   */
+  async function checkDue(continuing: boolean): Promise<boolean> {
     const roundAt = clock.now();
-    nextCheckAt = new Date(roundAt.getTime() + options.pollMs - Math.min(500, options.pollMs / 10));
+    if (!continuing) nextCheckAt = new Date(roundAt.getTime() + options.pollMs - Math.min(500, options.pollMs / 10));
     const claimed = await store.claimUpstreamWork({ kind: 'check', workerId: options.workerId, now: roundAt, leaseMs: options.leaseMs, limit: checksPerClaim });
     if (claimed.length === 0) return false;
     const batches: [string, UpstreamTaskRecord[]][] = [];
@@ -318,11 +322,13 @@ export function createFollower(options: FollowerOptions): Follower {
 
   async function rounds(): Promise<void> {
     try {
+      let full = false;
       do {
         again = false;
         try {
           // A full claim: more may be due; claimed at once, not a period later (and another worker may take some meanwhile).
-          if (await checkDue()) again = true;
+          full = await checkDue(full);
+          if (full) again = true;
           wakeDownloads();
         } catch (error) {
           logger.error({ err: error }, 'following upstream tasks failed: tried again next round');
