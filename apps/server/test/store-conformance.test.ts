@@ -976,6 +976,48 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await store().auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
     });
 
+    it('an ending whose connection is lost before its COMMIT leaves nothing of it, and the next attempt ends the task once', async () => {
+      const pg = kit.backend.store as PgStore;
+      const { id } = await submit(40, now, { webhookUrl: 'https://hooks.example.com/v' });
+      expect((await claim(['local']))?.taskId).toBe(id);
+      await pg.startTask({ id, now });
+      // Another transaction holds the account's row: the ending's second message (delivery, job, refund, usage, COMMIT)
+      // waits for it after its first (BEGIN and the task's move) has run. Its connection is cut there, as a killed
+      // process's would be.
+      const blocker = await pg.pool.connect();
+      try {
+        await blocker.query('BEGIN');
+        await blocker.query("SELECT balance FROM accounts WHERE id = 'acc_1' FOR UPDATE");
+        const failing = pg.failTask({ id, now: later(10), code: 'provider_error', message: 'upstream failed' });
+        const pid = await eventually(async () => {
+          const { rows } = await pg.pool.query(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO webhook_deliveries%'",
+          );
+          return rows[0]?.pid as number | undefined;
+        });
+        await pg.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+        await expect(failing).rejects.toThrow();
+      } finally {
+        await blocker.query('ROLLBACK');
+        blocker.release();
+      }
+      // Nothing of it: the task still processing, no refund, no delivery, no webhook job, no usage counted.
+      expect(await store().findTask(id)).toMatchObject({ status: 'processing', creditsRefunded: 0, webhook: null });
+      expect(await store().getDeliveryForTask(id)).toBeUndefined();
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 60, ledgerSum: 60 });
+      expect(await claim(['webhooks'])).toBeUndefined();
+      const day = new Date('2026-11-22T00:00:00.000Z');
+      const usage = async () => (await store().usageTotals({ accountId: 'acc_1', from: day, to: new Date(day.getTime() + 86_400_000), bucketMs: 86_400_000, byModel: false }))[0];
+      expect(await usage()).toMatchObject({ creditsCharged: 40, creditsRefunded: 0, failed: 0 });
+      // The next attempt (the job's lease brings it back) ends it, once.
+      expect((await store().failTask({ id, now: later(20), code: 'provider_error', message: 'upstream failed' })).kind).toBe('failed');
+      expect((await store().failTask({ id, now: later(30), code: 'provider_error', message: 'upstream failed' })).kind).toBe('already_terminal');
+      expect(await store().auditBalance('acc_1')).toEqual({ balance: 100, ledgerSum: 100 });
+      expect(await store().getDeliveryForTask(id)).toMatchObject({ status: 'pending', eventType: 'video.generation.failed' });
+      expect(await claim(['webhooks'])).toMatchObject({ taskId: id, kind: 'deliver' });
+      expect(await usage()).toMatchObject({ creditsCharged: 40, creditsRefunded: 40, failed: 1 });
+    });
+
     it('announces every status change to other processes at commit (LISTEN/NOTIFY)', async () => {
       const seen: string[] = [];
       const { id } = await submit(10);
