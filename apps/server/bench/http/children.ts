@@ -70,6 +70,21 @@ export interface NodeService {
  * once it prints `listening on http://…`; rejects if it exits first.
  */
 export function startNodeService(script: string, args: string[], env: Record<string, string>, nodeArgs: string[] = []): Promise<NodeService> {
+  return startNodeProcess(script, args, env, nodeArgs, (output) => /listening on (http:\/\/\S+)/.exec(output)?.[1], 'listening');
+}
+
+/**
+ * `node [nodeArgs] --import tsx <script> [args]` from apps/server; resolves once `ready` finds in its output
+ * (stdout and stderr) the URL it serves ('' for none), rejects if it exits first, naming `awaited`.
+ */
+export function startNodeProcess(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  nodeArgs: string[],
+  ready: (output: string) => string | undefined,
+  awaited: string,
+): Promise<NodeService> {
   const child = track(
     spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
       cwd: SERVER_ROOT,
@@ -81,12 +96,12 @@ export function startNodeService(script: string, args: string[], env: Record<str
   return new Promise((done, fail) => {
     const collect = (chunk: Buffer) => {
       output += chunk.toString();
-      const listening = /listening on (http:\/\/\S+)/.exec(output);
-      if (listening) done({ child, pid: child.pid!, url: listening[1]!, output: () => output });
+      const url = ready(output);
+      if (url !== undefined) done({ child, pid: child.pid!, url, output: () => output });
     };
     child.stdout!.on('data', collect);
     child.stderr!.on('data', collect);
-    child.once('exit', (code, signal) => fail(new Error(`${script} exited ${code ?? signal} before listening:\n${output}`)));
+    child.once('exit', (code, signal) => fail(new Error(`${script} ${args.join(' ')} exited ${code ?? signal} before ${awaited}:\n${output}`)));
   });
 }
 

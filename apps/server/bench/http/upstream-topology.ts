@@ -5,12 +5,11 @@
  * it), PostgreSQL's own counters for the bench database (pg_stat_database, pg_stat_user_tables, the
  * WAL position) and the CPU of the database's backends (from /proc).
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Agent, createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
-import { SERVER_ROOT, track, type NodeService } from './children.js';
+import { startNodeProcess, type NodeService } from './children.js';
 
 const CLOCK_TICKS_PER_SECOND = 100;
 
@@ -30,23 +29,7 @@ export function cpuSecondsOfPid(pid: number): number {
  * `worker started` (a worker listens on nothing), rejects if it exits first. `url` is ''.
  */
 export function startNodeWorker(script: string, env: Record<string, string>, nodeArgs: string[] = []): Promise<NodeService> {
-  const child = track(
-    spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, '--role', 'worker'], {
-      cwd: SERVER_ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
-  );
-  let output = '';
-  return new Promise((done, fail) => {
-    const collect = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (/worker started/.test(output)) done({ child, pid: child.pid!, url: '', output: () => output });
-    };
-    child.stdout!.on('data', collect);
-    child.stderr!.on('data', collect);
-    child.once('exit', (code, signal) => fail(new Error(`${script} --role worker exited ${code ?? signal} before starting:\n${output}`)));
-  });
+  return startNodeProcess(script, ['--role', 'worker'], env, nodeArgs, (output) => (/worker started/.test(output) ? '' : undefined), 'starting');
 }
 
 /** One request through a tagging proxy: when it arrived, its method and path, and the ids of a list. */

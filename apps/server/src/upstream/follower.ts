@@ -66,17 +66,12 @@ export function createFollower(options: FollowerOptions): Follower {
   const { store, clock, logger, events } = options;
   let started = false;
   let stopping = false;
-  let round: Promise<void> | undefined;
-  let again = false;
-  /** Claims of downloads, apart from the check rounds: a finished download or a success seen starts one without a check round. */
-  let claiming: Promise<void> | undefined;
-  let claimAgain = false;
   let cancelTimer: (() => void) | undefined;
   const downloads = new Map<string, { done: Promise<void>; abort: () => void }>();
   let idleWaiters: (() => void)[] = [];
 
   const settleIdle = () => {
-    if (round || claiming || downloads.size > 0) return;
+    if (checks.running || downloadClaims.running || downloads.size > 0) return;
     const waiters = idleWaiters;
     idleWaiters = [];
     waiters.forEach((resolve) => resolve());
@@ -286,60 +281,62 @@ export function createFollower(options: FollowerOptions): Follower {
     startDownloads(claimed);
   }
 
-  /** Claims the downloads due that this worker has room for; again at once if woken meanwhile. */
-  function wakeDownloads(): void {
-    if (!started || stopping) return;
-    if (claiming) {
-      claimAgain = true;
-      return;
-    }
-    claiming = (async () => {
+  /**
+   * Runs `pass` until a pass ends with nothing more asked of it (no wake meanwhile, and `pass` did not answer
+   * true); one run at a time: a wake during a run makes it pass again instead of starting another.
+   */
+  function serially(pass: () => Promise<boolean>, failure: string): { wake(): void; readonly running: Promise<void> | undefined } {
+    let running: Promise<void> | undefined;
+    let again = false;
+    const run = async () => {
       try {
         do {
-          claimAgain = false;
+          again = false;
           try {
-            await downloadDue();
+            if (await pass()) again = true;
           } catch (error) {
-            logger.error({ err: error }, 'claiming upstream downloads failed: tried again next round');
+            logger.error({ err: error }, failure);
           }
-        } while (claimAgain && !stopping);
+        } while (again && !stopping);
       } finally {
-        claiming = undefined;
+        // In the same turn as the last look at `again`: a wake after it starts a new run instead of being lost.
+        running = undefined;
         settleIdle();
       }
-    })();
+    };
+    return {
+      wake() {
+        if (!started || stopping) return;
+        if (running) again = true;
+        else running = run();
+      },
+      get running() {
+        return running;
+      },
+    };
   }
 
-  /** One round: query what is due, start downloads; again at once if woken meanwhile. */
-  function wake(): void {
-    if (!started || stopping) return;
-    if (round) {
-      again = true;
-      return;
-    }
-    round = rounds();
-  }
+  /** Claims of downloads, apart from the check rounds: a finished download or a success seen starts one without a check round. */
+  const downloadClaims = serially(async () => {
+    await downloadDue();
+    return false;
+  }, 'claiming upstream downloads failed: tried again next round');
+  const wakeDownloads = () => downloadClaims.wake();
 
-  async function rounds(): Promise<void> {
+  /** A full claim in the round before: the next claim continues its round. */
+  let full = false;
+  /** Rounds: query what is due, start downloads; a full claim claims again at once, not a period later (and another worker may take some meanwhile). */
+  const checks = serially(async () => {
     try {
-      let full = false;
-      do {
-        again = false;
-        try {
-          // A full claim: more may be due; claimed at once, not a period later (and another worker may take some meanwhile).
-          full = await checkDue(full);
-          if (full) again = true;
-          wakeDownloads();
-        } catch (error) {
-          logger.error({ err: error }, 'following upstream tasks failed: tried again next round');
-        }
-      } while (again && !stopping);
-    } finally {
-      // In the same turn as the last look at `again`: a wake after it starts a new round instead of being lost.
-      round = undefined;
-      settleIdle();
+      full = await checkDue(full);
+    } catch (error) {
+      full = false;
+      throw error;
     }
-  }
+    wakeDownloads();
+    return full;
+  }, 'following upstream tasks failed: tried again next round');
+  const wake = () => checks.wake();
 
   function schedule(): void {
     cancelTimer?.();
@@ -366,15 +363,15 @@ export function createFollower(options: FollowerOptions): Follower {
       if (graceMs !== undefined && graceMs <= 0) abortAll();
       else if (graceMs !== undefined) cancelGrace = clock.setTimeout(abortAll, graceMs);
       try {
-        await round;
-        await claiming;
+        await checks.running;
+        await downloadClaims.running;
         await Promise.allSettled([...downloads.values()].map((d) => d.done));
       } finally {
         cancelGrace();
       }
     },
     idle() {
-      return !round && !claiming && downloads.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
+      return !checks.running && !downloadClaims.running && downloads.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
     },
   };
 }

@@ -608,21 +608,17 @@ export class PgStore implements Store {
   }
 
   async cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome> {
-    return this.transaction(
-      async (client, tx): Promise<CancelOutcome> => {
-        const cancelled = (await this.first(client, tx, [SQL.cancelTask, [input.accountId, input.id, input.now]])).rows[0] as Row | undefined;
-        if (cancelled) {
-          const { task, statements } = await this.endingWrites(cancelled, input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
-          await this.commitWith(client, tx, statements);
-          return { kind: 'cancelled', task };
-        }
-        const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
-        if (!row) return { kind: 'not_found' };
-        if (row.status === TASK_STATES.cancelled) return { kind: 'already_cancelled', task: toTask(row) };
-        return { kind: 'invalid_state', status: row.status };
-      },
-      { beginWithFirst: true },
-    );
+    return this.ending(async (client, tx): Promise<{ outcome: CancelOutcome; statements: Statement[] }> => {
+      const cancelled = (await this.first(client, tx, [SQL.cancelTask, [input.accountId, input.id, input.now]])).rows[0] as Row | undefined;
+      if (cancelled) {
+        const { task, statements } = await this.endingWrites(cancelled, input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
+        return { outcome: { kind: 'cancelled', task }, statements };
+      }
+      const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
+      if (!row) return { outcome: { kind: 'not_found' }, statements: [] };
+      if (row.status === TASK_STATES.cancelled) return { outcome: { kind: 'already_cancelled', task: toTask(row) }, statements: [] };
+      return { outcome: { kind: 'invalid_state', status: row.status }, statements: [] };
+    });
   }
 
   /**
@@ -666,9 +662,14 @@ export class PgStore implements Store {
   }
 
   async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
+    return this.ending((client, tx) => this.completeTaskIn(client, tx, input));
+  }
+
+  /** An ending as a transaction of its own: the task's move with the BEGIN, then what the ending writes with the COMMIT. */
+  private ending<T>(move: (client: pg.PoolClient, tx: Tx) => Promise<{ outcome: T; statements: Statement[] }>): Promise<T> {
     return this.transaction(
       async (client, tx) => {
-        const { outcome, statements } = await this.completeTaskIn(client, tx, input);
+        const { outcome, statements } = await move(client, tx);
         await this.commitWith(client, tx, statements);
         return outcome;
       },
@@ -689,14 +690,7 @@ export class PgStore implements Store {
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
-    return this.transaction(
-      async (client, tx) => {
-        const { outcome, statements } = await this.failTaskIn(client, tx, input);
-        await this.commitWith(client, tx, statements);
-        return outcome;
-      },
-      { beginWithFirst: true },
-    );
+    return this.ending((client, tx) => this.failTaskIn(client, tx, input));
   }
 
   /** Fails the task, refunded (its row, then what its ending writes: `statements`, for the caller to send with its COMMIT). */
