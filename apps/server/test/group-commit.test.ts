@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GroupCommit } from '../src/store/sqlite/group-commit.js';
+import { PendingUsage } from '../src/store/sqlite/pending-usage.js';
 
 let dir: string;
 let db: Database.Database;
@@ -186,5 +187,94 @@ describe('group commit', () => {
     group.flush();
     expect(namesSeenByAnotherConnection()).toEqual(['a']);
     await write;
+  });
+});
+
+describe('usage totals of a batch (PendingUsage)', () => {
+  const H = 3_600_000;
+  const day = Date.UTC(2026, 10, 22);
+  let usage: PendingUsage;
+  let upserts: number;
+
+  beforeEach(() => {
+    group.flush();
+    db.exec(`
+      CREATE TABLE usage_hourly (account_id TEXT, hour_start INTEGER, model TEXT, credits_charged INTEGER, credits_refunded INTEGER, succeeded INTEGER,
+                                 failed INTEGER, cancelled INTEGER, seconds_delivered INTEGER, PRIMARY KEY (account_id, hour_start, model));
+      CREATE TABLE usage_daily (account_id TEXT, day_start INTEGER, model TEXT, credits_charged INTEGER, credits_refunded INTEGER, succeeded INTEGER,
+                                failed INTEGER, cancelled INTEGER, seconds_delivered INTEGER, PRIMARY KEY (account_id, day_start, model));
+    `);
+    const upsert = (table: string, key: string) => {
+      const statement = db.prepare(
+        `INSERT INTO ${table} VALUES (@account_id, @${key}, @model, @credits_charged, @credits_refunded, @succeeded, @failed, @cancelled, @seconds_delivered)
+         ON CONFLICT DO UPDATE SET credits_charged = credits_charged + excluded.credits_charged, succeeded = succeeded + excluded.succeeded,
+           seconds_delivered = seconds_delivered + excluded.seconds_delivered`,
+      );
+      return { run: (row: object) => (upserts++, statement.run(row)) };
+    };
+    upserts = 0;
+    usage = new PendingUsage({ hourly: upsert('usage_hourly', 'hour_start'), daily: upsert('usage_daily', 'day_start') });
+    group = new GroupCommit(db, usage);
+  });
+
+  const hourly = () => other.prepare('SELECT hour_start, model, credits_charged, succeeded, seconds_delivered FROM usage_hourly ORDER BY hour_start, model').raw().all();
+  const daily = () => other.prepare('SELECT day_start, model, credits_charged, succeeded FROM usage_daily ORDER BY day_start, model').raw().all();
+  const adding = (at: number, add: { credits_charged?: number; succeeded?: number; seconds_delivered?: number }, name = `w${at}-${JSON.stringify(add)}`) => () => {
+    insert(name)();
+    usage.add('acc_1', 'vidgen-2.0', at, add);
+  };
+
+  it('writes one upsert per hour and per day a batch touched, as it commits, with the sums of its writes', async () => {
+    const writes = Array.from({ length: 50 }, (_, i) => group.write(adding(day + 10 * H + i, { credits_charged: 2 }, `a${i}`)));
+    writes.push(group.write(adding(day + 11 * H, { succeeded: 1, seconds_delivered: 5 })));
+    expect(hourly()).toEqual([]);
+    await Promise.all(writes);
+    expect(hourly()).toEqual([
+      [day + 10 * H, 'vidgen-2.0', 100, 0, 0],
+      [day + 11 * H, 'vidgen-2.0', 0, 1, 5],
+    ]);
+    expect(daily()).toEqual([[day, 'vidgen-2.0', 100, 1]]);
+    expect(upserts).toBe(3);
+    // The next batch adds to the same rows.
+    await group.write(adding(day + 10 * H, { credits_charged: 3 }));
+    expect(hourly()[0]).toEqual([day + 10 * H, 'vidgen-2.0', 103, 0, 0]);
+    expect(daily()).toEqual([[day, 'vidgen-2.0', 103, 1]]);
+  });
+
+  it('counts nothing of a write that throws, and the rest of its batch', async () => {
+    const failing = group.write(() => {
+      adding(day, { credits_charged: 1000 }, 'x')();
+      throw new Error('changed its mind');
+    });
+    const ok = group.write(adding(day, { credits_charged: 4 }));
+    await expect(failing).rejects.toThrow('changed its mind');
+    await ok;
+    expect(hourly()).toEqual([[day, 'vidgen-2.0', 4, 0, 0]]);
+  });
+
+  it('counts nothing of a batch whose commit fails, nor of one SQLite rolls back, and carries none of it into the next batch', async () => {
+    const fine = group.write(adding(day, { credits_charged: 5 }));
+    const orphan = group.write(() => db.prepare('INSERT INTO items (name, parent) VALUES (?, ?)').run('orphan', 42));
+    await expect(fine).rejects.toThrow(/FOREIGN KEY constraint failed/);
+    await expect(orphan).rejects.toThrow(/FOREIGN KEY constraint failed/);
+    const earlier = group.write(adding(day, { credits_charged: 6 }));
+    const losing = group.write(insert('lose the batch'));
+    await expect(losing).rejects.toThrow('the transaction was rolled back');
+    await expect(earlier).rejects.toThrow('the transaction was rolled back');
+    await group.write(adding(day, { credits_charged: 7 }));
+    expect(hourly()).toEqual([[day, 'vidgen-2.0', 7, 0, 0]]);
+    expect(daily()).toEqual([[day, 'vidgen-2.0', 7, 0]]);
+  });
+
+  it('lets a read in the batch see its totals so far (writeNow), and counts every write once', async () => {
+    const first = group.write(adding(day, { credits_charged: 1 }));
+    const read = group.read(() => {
+      usage.writeNow();
+      return db.prepare('SELECT credits_charged FROM usage_hourly').pluck().get();
+    });
+    const second = group.write(adding(day, { credits_charged: 2 }));
+    expect(await read).toBe(1);
+    await Promise.all([first, second]);
+    expect(hourly()).toEqual([[day, 'vidgen-2.0', 3, 0, 0]]);
   });
 });

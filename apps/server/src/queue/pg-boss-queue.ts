@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import PgBoss from 'pg-boss';
 import pg from 'pg';
 import type { Job, JobQueue } from './queue.js';
-import type { PgJobs, Queryable } from '../store/postgres/pg-store.js';
+import type { PgJobs, Queryable, Statement } from '../store/postgres/pg-store.js';
 
 export const JOBS_CHANNEL = 'vidgen_jobs';
 const SCHEMA = 'pgboss';
@@ -142,9 +142,9 @@ export class PgBossQueue implements JobQueue, PgJobs {
    * in one message (the store's submission): it fails with vidgen_require's SQLSTATE VG001 (`job_not_enqueued`)
    * when it inserted nothing, so that no task is ever written without its job.
    */
-  async enqueueStatement(job: { kind: Job['kind']; taskId: string; provider: string; maxAttempts: number }): Promise<[string, unknown[]]> {
+  async enqueueStatement(job: { kind: Job['kind']; taskId: string; provider: string; maxAttempts: number }): Promise<Statement> {
     const data: JobData = { taskId: job.taskId, kind: job.kind, maxAttempts: job.maxAttempts, attempt: 1 };
-    let statement: [string, unknown[]] | undefined;
+    let statement: Statement | undefined;
     // pg-boss builds its INSERT and hands it to executeSql; kept here, not run. The id is ours, so that its answer can be given.
     const id = randomUUID();
     await this.boss.send(laneOf(job.provider), data, {

@@ -4,13 +4,48 @@
  * PostgreSQL: parsed jsonb), which `read` says.
  */
 import type { Scope } from '../domain/keys.js';
-import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, TaskRecord, UpstreamChannelRecord, UpstreamTaskRecord, UpstreamUsageRow, UsageHour } from './store.js';
+import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, NewTask, TaskRecord, UpstreamChannelRecord, UpstreamTaskRecord, UpstreamUsageRow, UsageHour } from './store.js';
 
 export type Row = Record<string, any>;
 
 export interface ColumnReader {
   date(value: unknown): Date | null;
   json(value: unknown): any;
+}
+
+/**
+ * A submitted task as a read answers it once its submission committed (`tasks_with_webhook`, either store): queued,
+ * nothing refunded, output or error yet, no delivery yet; the JSON values as their text reads back (JSON.parse of what
+ * JSON.stringify wrote, as both stores store them), so nothing is read back in the submission's transaction. The
+ * store-conformance suite holds it to what a read answers.
+ */
+export function newTaskRecord(task: NewTask, now: Date, stored = { mediaUrls: JSON.stringify(task.mediaUrls), metadata: task.metadata === null ? null : JSON.stringify(task.metadata) }): TaskRecord {
+  return {
+    id: task.id,
+    accountId: task.accountId,
+    status: 'queued',
+    model: task.model,
+    prompt: task.prompt,
+    duration: task.duration,
+    aspectRatio: task.aspectRatio,
+    resolution: task.resolution,
+    mode: task.mode,
+    mediaUrls: JSON.parse(stored.mediaUrls),
+    metadata: stored.metadata === null ? null : JSON.parse(stored.metadata),
+    webhookUrl: task.webhookUrl,
+    creditsCharged: task.creditsCharged,
+    creditsRefunded: 0,
+    outputUrl: null,
+    outputExpiresAt: null,
+    outputKey: null,
+    errorCode: null,
+    errorMessage: null,
+    createdAt: new Date(now),
+    updatedAt: new Date(now),
+    completedAt: null,
+    deadlineAt: task.deadlineAt && new Date(task.deadlineAt),
+    webhook: null,
+  };
 }
 
 export function rowMappers(read: ColumnReader) {

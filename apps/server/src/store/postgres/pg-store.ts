@@ -22,7 +22,6 @@ import type {
   DeliveryStatus,
   FailOutcome,
   LedgerEntry,
-  NewTask,
   StartOutcome,
   StoredResponse,
   Store,
@@ -38,7 +37,7 @@ import type {
   UsageHour,
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
-import { rowMappers, type Row } from '../rows.js';
+import { newTaskRecord, rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Serialises migrations of processes starting at once (any constant shared by them). */
@@ -53,7 +52,7 @@ const REQUIRE_FAILED = 'VG001';
 
 export type Queryable = Pick<pg.PoolClient, 'query'>;
 /** A statement and its values. */
-type Statement = [string, unknown[]];
+export type Statement = [string, unknown[]];
 /** A transaction under way (PgStore.transaction): whether its BEGIN and its COMMIT have been sent. */
 interface Tx {
   committed: boolean;
@@ -64,7 +63,7 @@ interface Tx {
 export interface PgJobs {
   enqueue(client: Queryable, job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number; runAt: Date }): Promise<void>;
   /** The statement that enqueues a job to start at once, to be sent with others in one message (see `atomically`). */
-  enqueueStatement(job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number }): Promise<[string, unknown[]]>;
+  enqueueStatement(job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number }): Promise<Statement>;
   /** Drops a task's jobs in a lane that have not started yet. */
   cancelUnfinished(client: Queryable, job: { provider: string; taskId: string }): Promise<void>;
 }
@@ -82,39 +81,6 @@ const usageBuckets = (now: Date) => ({
   hourStart: new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000),
   dayStart: new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000),
 });
-
-/**
- * A submitted task as tasks_with_webhook has it once its submission committed: the json columns as their text reads
- * back (JSON.parse of what JSON.stringify wrote), no delivery yet. The store-conformance suite holds it to what a read answers.
- */
-function newTask(task: NewTask, now: Date): TaskRecord {
-  return toTask({
-    id: task.id,
-    account_id: task.accountId,
-    status: TASK_STATES.queued,
-    model: task.model,
-    prompt: task.prompt,
-    duration: task.duration,
-    aspect_ratio: task.aspectRatio,
-    resolution: task.resolution,
-    mode: task.mode,
-    media_urls: JSON.parse(JSON.stringify(task.mediaUrls)),
-    metadata: task.metadata === null ? null : JSON.parse(JSON.stringify(task.metadata)),
-    webhook_url: task.webhookUrl,
-    credits_charged: task.creditsCharged,
-    credits_refunded: 0,
-    output_url: null,
-    output_expires_at: null,
-    output_key: null,
-    error_code: null,
-    error_message: null,
-    created_at: now,
-    updated_at: now,
-    completed_at: null,
-    deadline_at: task.deadlineAt,
-    webhook_status: null,
-  });
-}
 
 /** The secrets to sign an account's webhooks with at `now` (its row's webhook_secret columns): the previous one too during a rotation. */
 function secretsOf(row: Row, now: Date): string[] {
@@ -142,7 +108,7 @@ function literal(value: unknown): string {
 }
 
 /** Statements with their values written in as literals (the simple protocol takes no parameters), as one message's text. */
-const inlined = (statements: [string, unknown[]][]) =>
+const inlined = (statements: Statement[]) =>
   statements.map(([text, values]) => text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1])));
 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
@@ -189,12 +155,12 @@ const SQL = {
               SELECT $1, $7::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
               ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged)
     SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`,
-  // After the charge, so with the account's row locked: the account's submissions pass here one at a time.
-  // The count includes the task being submitted: at most the limit ($2) once it is in.
   insertTask: `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
                                  webhook_url, credits_charged, deadline_at, created_at, updated_at)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)`,
   storeIdempotentResponse: 'UPDATE idempotency_keys SET response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2',
+  // After the charge, so with the account's row locked: the account's submissions pass here one at a time.
+  // The count includes the task being submitted: at most the limit ($2) once it is in.
   requireActiveBelow: `SELECT vidgen_require(count(*) <= $2, 'too_many_active_tasks') FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   // A refund and its ledger entry in one statement; the unique ledger index refuses a second refund (and so the balance change with it).
   refundWithLedger: `WITH refunded AS (UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance)
@@ -392,7 +358,7 @@ export class PgStore implements Store {
    * message as one transaction, all of them or none (a failing statement, `vidgen_require`'s included, rolls back
    * the ones before it). One round trip for a whole transaction whose statements need no answer from each other.
    */
-  private async atomically(statements: [string, unknown[]][]): Promise<void> {
+  private async atomically(statements: Statement[]): Promise<void> {
     await this.pool.query(inlined(statements).join(';\n'));
   }
 
@@ -540,7 +506,7 @@ export class PgStore implements Store {
     const { task, idempotency, now } = input;
     // The task as tasks_with_webhook answers it once committed (json columns as their text reads back), so that
     // the whole submission goes to the server as one message, nothing read back in between.
-    const created = newTask(task, now);
+    const created = newTaskRecord(task, now);
     const { hourStart, dayStart } = usageBuckets(now);
     // Rows only this task has first; the rows every submission of the account shares (its balance, its usage
     // totals) last, so that they are locked only while the server runs the rest of the message and the commit.
@@ -548,9 +514,9 @@ export class PgStore implements Store {
       [SQL.insertTask, [task.id, task.accountId, TASK_STATES.queued, task.model, task.prompt, task.duration, task.aspectRatio, task.resolution, task.mode,
         JSON.stringify(task.mediaUrls), task.metadata === null ? null : JSON.stringify(task.metadata), task.webhookUrl, task.creditsCharged, task.deadlineAt, now]],
       await this.jobs.enqueueStatement({ kind: 'generate', taskId: task.id, provider: input.job.provider, maxAttempts: input.job.maxAttempts }),
-      ...(idempotency ? [[SQL.storeIdempotentResponse, [task.accountId, idempotency.key, response.status, JSON.stringify(response.body)]] as [string, unknown[]]] : []),
+      ...(idempotency ? [[SQL.storeIdempotentResponse, [task.accountId, idempotency.key, response.status, JSON.stringify(response.body)]] as Statement] : []),
       [SQL.chargeWithLedgerAndUsage, [task.accountId, task.creditsCharged, task.id, now, hourStart, task.model, dayStart, usageShard()]],
-      ...(input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]] as [string, unknown[]]] : []),
+      ...(input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]] as Statement] : []),
     ];
     let outcome: SubmitOutcome;
     try {

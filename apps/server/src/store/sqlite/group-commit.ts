@@ -30,6 +30,21 @@ import type Database from 'better-sqlite3';
 
 type Settle = (failure?: { error: unknown }) => void;
 
+/**
+ * What a store keeps for the open batch and writes once, just before it
+ * commits (usage totals: one upsert per row a batch touches rather than one
+ * per write). A write's share is kept only if the write is; the batch's goes
+ * with it if it fails.
+ */
+export interface BatchHooks {
+  /** A write's work ended: kept (its savepoint released) or undone. */
+  writeEnded(kept: boolean): void;
+  /** The batch is about to commit, inside it: what this writes commits with it, and if it throws the batch fails. */
+  beforeCommit(): void;
+  /** The batch has ended, committed or failed: nothing of it is pending any more. */
+  batchEnded(): void;
+}
+
 export class GroupCommit {
   private batch: Settle[] | undefined;
   /** A read transaction of this turn is open (and no batch). */
@@ -40,7 +55,10 @@ export class GroupCommit {
   private readonly beginRead: Database.Statement;
   private readonly endRead: Database.Statement;
 
-  constructor(private readonly db: Database.Database) {
+  constructor(
+    private readonly db: Database.Database,
+    private readonly hooks?: BatchHooks,
+  ) {
     this.savepoint = db.prepare('SAVEPOINT write');
     this.release = db.prepare('RELEASE write');
     this.rollBackTo = db.prepare('ROLLBACK TO write');
@@ -117,9 +135,11 @@ export class GroupCommit {
       value = work();
       if (atomic) this.release.run();
     } catch (error) {
+      if (atomic) this.hooks?.writeEnded(false);
       if (!this.undo(atomic)) this.end({ error });
       return Promise.reject(error);
     }
+    if (atomic) this.hooks?.writeEnded(true);
     const batch = this.batch!;
     return new Promise<T>((resolve, reject) => batch.push((failure) => (failure ? reject(failure.error) : resolve(value))));
   }
@@ -153,6 +173,7 @@ export class GroupCommit {
   private commit(): void {
     let failure: { error: unknown } | undefined;
     try {
+      this.hooks?.beforeCommit();
       this.db.exec('COMMIT');
     } catch (error) {
       failure = { error };
@@ -164,6 +185,7 @@ export class GroupCommit {
   private end(failure: { error: unknown } | undefined): void {
     const batch = this.batch!;
     this.batch = undefined;
+    this.hooks?.batchEnded();
     for (const settle of batch) settle(failure);
   }
 }

@@ -38,18 +38,14 @@ import type {
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { GroupCommit } from './group-commit.js';
+import { PendingUsage, type UsageColumn } from './pending-usage.js';
 import { viewedRows } from './row-views.js';
-import { rowMappers, type Row } from '../rows.js';
+import { newTaskRecord, rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
 
 const ms = (date: Date | null | undefined) => (date ? date.getTime() : null);
-/** The start of `date`'s UTC hour, in ms: the key of usage_hourly. */
-const hourOf = (date: Date) => Math.floor(date.getTime() / 3_600_000) * 3_600_000;
-/** The start of `date`'s UTC day, in ms: the key of usage_daily. */
-const dayOf = (date: Date) => Math.floor(date.getTime() / 86_400_000) * 86_400_000;
-type UsageColumn = 'credits_charged' | 'credits_refunded' | 'succeeded' | 'failed' | 'cancelled' | 'seconds_delivered';
 
 /** A job's id names its claim too (`<row id>.<claim>`): only the claim that holds a job can finish it. */
 const toJob = (row: Row): Job => ({ id: `${row.id}.${row.claims}`, taskId: row.task_id, kind: row.kind, provider: row.provider, attempts: row.attempts, maxAttempts: row.max_attempts });
@@ -61,6 +57,8 @@ export class SqliteStore implements Store, JobQueue {
   private readonly sql: ReturnType<typeof prepareStatements>;
   /** Every method reads and writes through it: the writes of one turn of the event loop share one commit (group-commit.ts). */
   private readonly group: GroupCommit;
+  /** Usage totals of the open batch, written as it commits. */
+  private readonly usage: PendingUsage;
 
   /** `webhookJobAttempts`: claims of a delivery job before it is given up (its retries are scheduled, not counted here). */
   constructor(
@@ -80,7 +78,8 @@ export class SqliteStore implements Store, JobQueue {
     this.db.pragma('temp_store = MEMORY');
     this.migrateNow();
     this.sql = prepareStatements(this.db);
-    this.group = new GroupCommit(this.db);
+    this.usage = new PendingUsage({ hourly: this.sql.addUsage, daily: this.sql.addUsageDaily });
+    this.group = new GroupCommit(this.db, this.usage);
   }
 
   /** Applies every numbered migration not applied yet, each in its own transaction. */
@@ -177,24 +176,27 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   usageHours(query: { accountId: string; from: Date; to: Date }): Promise<UsageHour[]> {
-    return this.group.read(() =>
-      (this.sql.selectUsageHours.all({ account_id: query.accountId, from: ms(query.from), to: ms(query.to) }) as Row[]).map(toUsageHour),
-    );
+    return this.group.read(() => {
+      // An open batch's totals first (usage rows are written as a batch commits; this read may be part of one).
+      this.usage.writeNow();
+      return (this.sql.selectUsageHours.all({ account_id: query.accountId, from: ms(query.from), to: ms(query.to) }) as Row[]).map(toUsageHour);
+    });
   }
 
   usageTotals(query: { accountId: string; from: Date; to: Date; bucketMs: number; byModel: boolean }): Promise<UsageHour[]> {
-    return this.group.read(() =>
-      (
-        // Whole days come from the daily totals (a row per day and model), anything finer from the hourly ones.
-        (query.bucketMs % 86_400_000 === 0 ? this.sql.selectUsageTotalsByDay : this.sql.selectUsageTotals).all({
-          account_id: query.accountId,
-          from: ms(query.from),
-          to: ms(query.to),
-          bucket_ms: query.bucketMs,
-          by_model: query.byModel ? 1 : 0,
-        }) as Row[]
-      ).map(toUsageHour),
-    );
+    return this.group.read(() => {
+      this.usage.writeNow();
+      // Whole days come from the daily totals (a row per day and model), anything finer from the hourly ones.
+      const statement = query.bucketMs % 86_400_000 === 0 ? this.sql.selectUsageTotalsByDay : this.sql.selectUsageTotals;
+      const rows = statement.all({
+        account_id: query.accountId,
+        from: ms(query.from),
+        to: ms(query.to),
+        bucket_ms: query.bucketMs,
+        by_model: query.byModel ? 1 : 0,
+      }) as Row[];
+      return rows.map(toUsageHour);
+    });
   }
 
   auditBalance(accountId: string): Promise<{ balance: number; ledgerSum: number } | undefined> {
@@ -294,8 +296,7 @@ export class SqliteStore implements Store, JobQueue {
       note: null,
       created_at: ms(now),
     });
-    // The row just written, as selectTask would read it back (the columns not inserted have their defaults; no webhook yet).
-    const created = toTask(this.sql.selectTask.get({ account_id: task.accountId, id: task.id }) as Row);
+    const created = newTaskRecord(task, now, { mediaUrls: inserted.media_urls, metadata: inserted.metadata });
     const response = input.respond(created);
     if (idempotency) {
       this.sql.insertIdempotencyKey.run({
@@ -372,20 +373,9 @@ export class SqliteStore implements Store, JobQueue {
     this.sql.insertDeliveryJob.run({ task_id: taskId, max_attempts: this.options.webhookJobAttempts, now: ms(now) });
   }
 
-  /** Adds to the account's running usage totals of `now`'s hour and day for the model (usage_hourly, usage_daily). */
+  /** Adds to the account's running usage totals of `now`'s hour and day for the model (usage_hourly, usage_daily), as its batch commits. */
   private addUsageNow(accountId: string, model: string, now: Date, add: Partial<Record<UsageColumn, number>>): void {
-    const counts = {
-      account_id: accountId,
-      model,
-      credits_charged: add.credits_charged ?? 0,
-      credits_refunded: add.credits_refunded ?? 0,
-      succeeded: add.succeeded ?? 0,
-      failed: add.failed ?? 0,
-      cancelled: add.cancelled ?? 0,
-      seconds_delivered: add.seconds_delivered ?? 0,
-    };
-    this.sql.addUsage.run({ ...counts, hour_start: hourOf(now) });
-    this.sql.addUsageDaily.run({ ...counts, day_start: dayOf(now) });
+    this.usage.add(accountId, model, now.getTime(), add);
   }
 
   /** Gives a task's charge back; the unique ledger index makes a second refund impossible. */
