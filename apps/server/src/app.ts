@@ -9,9 +9,9 @@ import type { AppDeps } from './http/deps.js';
 import { answer } from './http/answer.js';
 import { ApiError } from './http/errors.js';
 import { createMetrics } from './http/metrics.js';
-import { refuseWhileDraining } from './http/drain.js';
-import { createApiKeyCache, observe } from './http/middleware.js';
-import { securityHeaders } from './http/security-headers.js';
+import { RequestsInFlight } from './http/drain.js';
+import { requestFrame } from './http/frame.js';
+import { createApiKeyCache } from './http/middleware.js';
 import { registerAccountRoutes } from './http/routes/account.js';
 import { registerConsoleRoutes } from './http/routes/console.js';
 import { registerFileRoutes } from './http/routes/files.js';
@@ -28,17 +28,16 @@ import { withSafeErrors } from './logging.js';
 export type { AppDeps } from './http/deps.js';
 
 export function createApp(deps: AppDeps): Hono<AppEnv> {
+  const requests = deps.requests ?? new RequestsInFlight();
   // Every log line the app writes serializes errors without their stack (logging.ts).
   deps = {
     ...deps,
     logger: withSafeErrors(deps.logger),
-    metrics: deps.metrics ?? createMetrics(deps.store, { processMetrics: false }),
+    metrics: deps.metrics ?? createMetrics(deps.store, { processMetrics: false, requestsInFlight: requests }),
     apiKeyCache: createApiKeyCache(deps, deps.config.keyCacheMs ?? 0),
   };
   const app = new Hono<AppEnv>();
-  app.use('*', observe({ ...deps, metrics: deps.metrics! }));
-  app.use('*', securityHeaders(deps));
-  app.use('*', refuseWhileDraining(deps.shutdown));
+  app.use('*', requestFrame({ ...deps, metrics: deps.metrics!, requests }));
 
   registerServiceRoutes(app, deps);
   registerConsoleRoutes(app, deps);

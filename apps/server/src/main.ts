@@ -8,6 +8,7 @@ import { bootstrapDevelopmentAccount } from './accounts.js';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { consoleAssetsLoader } from './http/console-assets.js';
+import { RequestsInFlight } from './http/drain.js';
 import { createMetrics } from './http/metrics.js';
 import { answerClientErrors, nodeServerOptions } from './http/node-server.js';
 import { systemClock } from './interfaces.js';
@@ -72,8 +73,8 @@ export async function runService(argv: string[]): Promise<void> {
   if (worker) backend.onJobEnqueued((payload) => worker.wake(wakeForNotice(payload)));
 
   let server: ReturnType<typeof serve> | undefined;
-  let inFlight = 0;
-  let requestsDone: (() => void) | undefined;
+  // Requests being answered (counted by the app's request frame), so that a drain knows when the last one is done.
+  const requests = new RequestsInFlight();
   if (runsApi) {
     const app = createApp({
       store,
@@ -81,7 +82,8 @@ export async function runService(argv: string[]): Promise<void> {
       logger,
       events,
       config,
-      metrics: createMetrics(store, { channels: config.upstream.channels.map((c) => ({ name: c.name, maxInFlight: c.maxInFlight })) }),
+      metrics: createMetrics(store, { channels: config.upstream.channels.map((c) => ({ name: c.name, maxInFlight: c.maxInFlight })), requestsInFlight: requests }),
+      requests,
       rateLimiter: backend.rateLimiter,
       docsHtml: docsLoader(),
       consoleAssets: consoleAssetsLoader(),
@@ -92,16 +94,7 @@ export async function runService(argv: string[]): Promise<void> {
       files,
       upstreamCallbackSecret,
     });
-    // Requests being answered, so that a drain knows when the last one is done.
-    const fetch: typeof app.fetch = async (request, ...rest) => {
-      inFlight++;
-      try {
-        return await app.fetch(request, ...rest);
-      } finally {
-        if (--inFlight === 0) requestsDone?.();
-      }
-    };
-    server = serve({ fetch, port: config.port, hostname: config.host, ...nodeServerOptions(config.http) }, (info) => {
+    server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, ...nodeServerOptions(config.http) }, (info) => {
       listeningUrl = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${info.port}`;
       logger.info({ port: info.port, host: config.host, database: config.database.kind }, 'listening');
       process.stdout.write(`vidgen: listening on ${listeningUrl}\n`);
@@ -137,8 +130,7 @@ export async function runService(argv: string[]): Promise<void> {
     firstSignalAt = Date.now();
     shutdown.abort();
     logger.info({ signal, graceMs: config.shutdownGraceMs }, 'draining for shutdown');
-    const requestsFinished = inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => (requestsDone = resolve));
-    await Promise.all([worker?.stop({ graceMs: config.shutdownGraceMs }), requestsFinished]);
+    await Promise.all([worker?.stop({ graceMs: config.shutdownGraceMs }), requests.idle()]);
     if (server) {
       const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
       // Answers sent during the drain said Connection: close; idle keep-alive sockets go now.

@@ -1,6 +1,9 @@
 /** The HTTP layer through app.request: errors, long poll, service endpoints. */
 import { describe, expect, it } from 'vitest';
+import { RequestsInFlight } from '../src/http/drain.js';
+import { createMetrics } from '../src/http/metrics.js';
 import { bundleText } from '../src/http/spec.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../src/store/store.js';
 import { harness, SUBMIT, validSubmit, until } from './support.js';
 
@@ -212,6 +215,38 @@ describe('service endpoints', () => {
     expect(text).toMatch(/vidgen_http_requests_total\{method="POST",route="\/api\/open\/v1\/video\/generations",status="202"\} 1/);
     expect(text).toMatch(/vidgen_credits_charged_total 12/);
     expect(text).toMatch(/vidgen_tasks\{status="queued"\} 1/);
+  });
+
+  it('writes the request counts and the latency histogram per method and route, cumulative by bucket, with the requests in flight', async () => {
+    const store = new SqliteStore(':memory:');
+    const requests = new RequestsInFlight();
+    const metrics = createMetrics(store, { processMetrics: false, requestsInFlight: requests });
+    const route = '/api/open/v1/video/generations/:requestId';
+    metrics.observeRequest('GET', route, 200, 0.0007);
+    metrics.observeRequest('GET', route, 200, 0.003);
+    metrics.observeRequest('GET', route, 404, 0.001); // on a bound: counted in it (le)
+    metrics.observeRequest('GET', route, 200, 45);
+    metrics.observeRequest('GET', 'a "quoted\\ route', 500, 0.2);
+    requests.started();
+    requests.started();
+    requests.ended();
+    const text = await metrics.exposition();
+    const labels = `method="GET",route="${route}"`;
+    expect(text).toContain(`vidgen_http_requests_total{${labels},status="200"} 3\n`);
+    expect(text).toContain(`vidgen_http_requests_total{${labels},status="404"} 1\n`);
+    const buckets = [...text.matchAll(/^vidgen_http_request_duration_seconds_bucket\{le="([^"]+)",method="GET",route="\/api[^"]*"\} (\d+)$/gm)].map(([, le, n]) => [le, Number(n)]);
+    expect(buckets).toEqual([
+      ['0.001', 2], ['0.0025', 2], ['0.005', 3], ['0.01', 3], ['0.025', 3], ['0.05', 3], ['0.1', 3], ['0.25', 3], ['0.5', 3], ['1', 3],
+      ['2.5', 3], ['5', 3], ['10', 3], ['30', 3], ['+Inf', 4],
+    ]);
+    expect(text).toContain(`vidgen_http_request_duration_seconds_sum{${labels}} ${0.0007 + 0.003 + 0.001 + 45}\n`);
+    expect(text).toContain(`vidgen_http_request_duration_seconds_count{${labels}} 4\n`);
+    expect(text).toContain('vidgen_http_requests_total{method="GET",route="a \\"quoted\\\\ route",status="500"} 1\n');
+    expect(text).toMatch(/^# TYPE vidgen_http_request_duration_seconds histogram$/m);
+    expect(text).toMatch(/^vidgen_http_requests_in_flight 1$/m);
+    // Each metric once, after the registry's own.
+    expect(text.match(/^# TYPE vidgen_http_requests_total /gm)).toHaveLength(1);
+    await store.close();
   });
 
   it('echoes a usable correlation id and replaces an unusable one', async () => {

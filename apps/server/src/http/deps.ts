@@ -6,6 +6,7 @@ import type { Clock, TaskEvents } from '../interfaces.js';
 import type { WakeFor } from '../queue/worker.js';
 import type { Store } from '../store/store.js';
 import type { ConsoleAssets } from './console-assets.js';
+import type { RequestsInFlight } from './drain.js';
 import type { ApiKeyCache } from './middleware.js';
 import type { Metrics } from './metrics.js';
 import type { RateLimiter, RateLimits } from './rate-limit.js';
@@ -48,6 +49,8 @@ export interface AppDeps {
   consoleMediaOrigins?: () => Promise<string[]>;
   /** Aborted when the process starts draining for shutdown (http/drain.ts). */
   shutdown?: AbortSignal;
+  /** Counts the requests being answered, for the drain and the in-flight gauge; createApp makes one when absent. */
+  requests?: RequestsInFlight;
   /** Tells workers in this process that a job was enqueued or an upstream task is due (so they need not wait for their poll); both when not said. */
   wakeWorkers?: (what?: WakeFor) => void;
   /** Serves output files (GET /files/…); absent when this process serves none. */

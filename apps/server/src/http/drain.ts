@@ -5,21 +5,37 @@
  * answer at once (routes/generations.ts), and requests already running
  * finish. Liveness and metrics keep answering: the process is alive.
  */
-import type { MiddlewareHandler } from 'hono';
-import type { AppEnv } from './context.js';
 import { ApiError } from './errors.js';
 
 const STILL_SERVED = new Set(['/healthz', '/readyz', '/metrics']);
 
-export function refuseWhileDraining(shutdown: AbortSignal | undefined): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    if (shutdown?.aborted && !STILL_SERVED.has(c.req.path)) {
-      throw new ApiError('unavailable', 'the service is shutting down; retry on another instance', undefined, { 'Retry-After': '1', Connection: 'close' });
-    }
-    await next();
-    // An answer finished during the drain closes its connection: the next request goes elsewhere.
-    if (shutdown?.aborted) c.res.headers.set('Connection', 'close');
-  };
+/** The refusal of a request for `path` while draining (the request frame answers it, http/frame.ts); undefined otherwise. */
+export function refusalWhileDraining(shutdown: AbortSignal | undefined, path: string): ApiError | undefined {
+  if (!shutdown?.aborted || STILL_SERVED.has(path)) return undefined;
+  return new ApiError('unavailable', 'the service is shutting down; retry on another instance', undefined, { 'Retry-After': '1', Connection: 'close' });
+}
+
+/** Requests being answered (long polls included), so that a drain knows when the last one is done. */
+export class RequestsInFlight {
+  #count = 0;
+  #idle: (() => void)[] = [];
+
+  get count(): number {
+    return this.#count;
+  }
+
+  started(): void {
+    this.#count++;
+  }
+
+  ended(): void {
+    if (--this.#count === 0 && this.#idle.length) for (const resolve of this.#idle.splice(0)) resolve();
+  }
+
+  /** Resolves once no request is being answered (at once when none is). */
+  idle(): Promise<void> {
+    return this.#count === 0 ? Promise.resolve() : new Promise((resolve) => this.#idle.push(resolve));
+  }
 }
 
 /** Resolves when `shutdown` is aborted (never without one); `release` drops the listener. */

@@ -1,13 +1,15 @@
 /** Prometheus metrics, in a registry of the app's own (tests build many apps). */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { systemClock, type Clock } from '../interfaces.js';
 import type { Store, UpstreamChannelRecord } from '../store/store.js';
 
 export interface Metrics {
+  /** Everything but the HTTP request metrics, which `exposition()` adds. */
   registry: Registry;
-  /** A request came in; call the returned function when it is answered. */
-  requestStarted(): () => void;
+  /** A request was answered (the request frame, http/frame.ts). */
   observeRequest(method: string, route: string, status: number, seconds: number): void;
+  /** The text GET /metrics answers: the registry's metrics, then the HTTP requests' (in `registry.contentType`). */
+  exposition(): Promise<string>;
   creditsCharged(amount: number): void;
   creditsRefunded(amount: number): void;
 }
@@ -19,25 +21,22 @@ export interface MetricsOptions {
   channels?: readonly { name: string; maxInFlight: number }[];
   /** Whether a channel is cooling down is read against it. */
   clock?: Pick<Clock, 'now'>;
+  /** The requests being answered, read when scraped (`vidgen_http_requests_in_flight`). */
+  requestsInFlight?: { readonly count: number };
 }
 
-export function createMetrics(store: Store, { processMetrics = true, channels = [], clock = systemClock }: MetricsOptions = {}): Metrics {
+export function createMetrics(store: Store, { processMetrics = true, channels = [], clock = systemClock, requestsInFlight }: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   if (processMetrics) collectDefaultMetrics({ register: registry, prefix: 'vidgen_' });
-  const requests = new Counter({
-    name: 'vidgen_http_requests_total',
-    help: 'HTTP requests by method, route and status.',
-    labelNames: ['method', 'route', 'status'],
+  const requests = new RequestMetrics();
+  new Gauge({
+    name: 'vidgen_http_requests_in_flight',
+    help: 'HTTP requests being answered (long polls included).',
     registers: [registry],
+    collect() {
+      this.set(requestsInFlight?.count ?? 0);
+    },
   });
-  const latency = new Histogram({
-    name: 'vidgen_http_request_duration_seconds',
-    help: 'HTTP request latency by method and route.',
-    labelNames: ['method', 'route'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [registry],
-  });
-  const inFlight = new Gauge({ name: 'vidgen_http_requests_in_flight', help: 'HTTP requests being answered (long polls included).', registers: [registry] });
   const charged = new Counter({ name: 'vidgen_credits_charged_total', help: 'Credits charged at acceptance.', registers: [registry] });
   const refunded = new Counter({ name: 'vidgen_credits_refunded_total', help: 'Credits refunded for failed and cancelled tasks.', registers: [registry] });
   new Gauge({
@@ -52,18 +51,76 @@ export function createMetrics(store: Store, { processMetrics = true, channels = 
   addUpstreamGauges(registry, store, channels, clock);
   return {
     registry,
-    requestStarted() {
-      inFlight.inc();
-      return () => inFlight.dec();
-    },
-    observeRequest(method, route, status, seconds) {
-      requests.inc({ method, route, status: String(status) });
-      latency.observe({ method, route }, seconds);
-    },
+    observeRequest: (method, route, status, seconds) => requests.observe(method, route, status, seconds),
+    exposition: async () => `${await registry.metrics()}\n${requests.text()}`,
     creditsCharged: (amount) => charged.inc(amount),
     creditsRefunded: (amount) => refunded.inc(amount),
   };
 }
+
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** One method and route's requests: answers by status, and the latency histogram (per bucket, not cumulative; the last is over 30 s). */
+interface RouteRequests {
+  method: string;
+  route: string;
+  byStatus: Map<number, number>;
+  buckets: number[];
+  sum: number;
+}
+
+/**
+ * `vidgen_http_requests_total` (by method, route and status) and
+ * `vidgen_http_request_duration_seconds` (by method and route), kept as plain
+ * numbers and written out when scraped. prom-client's labelled counter and
+ * histogram hash and check their labels on every call: about a microsecond a
+ * request, for numbers read a few times a minute. Routes are the app's
+ * patterns ('unmatched' for none) and methods what Node parses, so the label
+ * sets are bounded.
+ */
+class RequestMetrics {
+  private readonly routes = new Map<string, RouteRequests>();
+
+  observe(method: string, route: string, status: number, seconds: number): void {
+    const key = `${method} ${route}`;
+    let entry = this.routes.get(key);
+    if (!entry) {
+      entry = { method, route, byStatus: new Map(), buckets: new Array<number>(LATENCY_BUCKETS.length + 1).fill(0), sum: 0 };
+      this.routes.set(key, entry);
+    }
+    entry.byStatus.set(status, (entry.byStatus.get(status) ?? 0) + 1);
+    let bucket = 0;
+    while (bucket < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[bucket]!) bucket++;
+    entry.buckets[bucket]!++;
+    entry.sum += seconds;
+  }
+
+  /** Both metrics in Prometheus's text format, as prom-client writes its own. */
+  text(): string {
+    const counts = ['# HELP vidgen_http_requests_total HTTP requests by method, route and status.', '# TYPE vidgen_http_requests_total counter'];
+    const latency = [
+      '# HELP vidgen_http_request_duration_seconds HTTP request latency by method and route.',
+      '# TYPE vidgen_http_request_duration_seconds histogram',
+    ];
+    for (const { method, route, byStatus, buckets, sum } of this.routes.values()) {
+      const labels = `method="${labelValue(method)}",route="${labelValue(route)}"`;
+      for (const [status, count] of byStatus) counts.push(`vidgen_http_requests_total{${labels},status="${status}"} ${count}`);
+      let below = 0;
+      LATENCY_BUCKETS.forEach((bound, i) => {
+        below += buckets[i]!;
+        latency.push(`vidgen_http_request_duration_seconds_bucket{le="${bound}",${labels}} ${below}`);
+      });
+      const total = below + buckets[LATENCY_BUCKETS.length]!;
+      latency.push(`vidgen_http_request_duration_seconds_bucket{le="+Inf",${labels}} ${total}`);
+      latency.push(`vidgen_http_request_duration_seconds_sum{${labels}} ${sum}`);
+      latency.push(`vidgen_http_request_duration_seconds_count{${labels}} ${total}`);
+    }
+    return `${counts.join('\n')}\n\n${latency.join('\n')}\n`;
+  }
+}
+
+/** A label value escaped as the text format wants it (backslash, double quote, newline). */
+const labelValue = (value: string) => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 
 const NO_TASKS_YET: Omit<UpstreamChannelRecord, 'name'> = {
   inFlight: 0,

@@ -1,63 +1,15 @@
-/** Correlation ids, the request log line and metrics, authentication and scopes, the body rules. */
+/** Authentication and scopes, the body rules (the frame around every request is frame.ts). */
 import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import type { Logger } from 'pino';
 import { hashApiKey, isWellFormedApiKey, sameApiKeyHash } from '../domain/keys.js';
-import { newCorrelationId } from '../domain/ids.js';
 import type { Clock } from '../interfaces.js';
-import { redactSecrets } from '../logging.js';
-import type { ApiKeyRecord, Store, StoredApiKey } from '../store/store.js';
-import { carriesAnswerHeaders } from './answer.js';
+import type { ApiKeyRecord, Store } from '../store/store.js';
 import type { AppEnv } from './context.js';
 import { ApiError } from './errors.js';
-import type { Metrics } from './metrics.js';
-import { correlationIdOfResponse } from './node-server.js';
 
-const CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const BODY_LIMIT_BYTES = 64 * 1024;
 /** How deep a JSON body may nest arrays and objects (the submit body needs 3; metadata has the rest). */
 export const MAX_JSON_DEPTH = 32;
-
-/** Echoes a usable X-Correlation-Id or makes one; logs one line per request and counts it. */
-export function observe(deps: { clock: Clock; logger: Logger; metrics: Metrics }): MiddlewareHandler<AppEnv> {
-  const logsRequests = deps.logger.isLevelEnabled('info');
-  return async (c, next) => {
-    const started = performance.now();
-    const given = c.req.header('x-correlation-id');
-    // Echoed and logged, so it may not be (or hold) a key: a key-shaped one is replaced like a malformed one.
-    const correlationId = given && CORRELATION_ID.test(given) && redactSecrets(given) === given ? given : newCorrelationId(deps.clock.now());
-    c.set('correlationId', correlationId);
-    c.set('answerHeaders', { 'X-Correlation-Id': correlationId });
-    // The Node response this answers (absent in tests without a server): a request Node cuts later is refused under this id.
-    const outgoing = (c.env as { outgoing?: object } | undefined)?.outgoing;
-    if (outgoing) correlationIdOfResponse.set(outgoing, correlationId);
-    const answered = deps.metrics.requestStarted();
-    try {
-      await next();
-    } finally {
-      answered();
-    }
-    if (!carriesAnswerHeaders(c.res)) c.res.headers.set('X-Correlation-Id', correlationId);
-    const seconds = (performance.now() - started) / 1000;
-    const route = c.req.routePath === '/*' ? 'unmatched' : c.req.routePath;
-    deps.metrics.observeRequest(c.req.method, route, c.res.status, seconds);
-    // The line is built only when it is written (VIDGEN_LOG_LEVEL=warn or above writes none).
-    if (logsRequests) deps.logger.info(
-      {
-        correlationId,
-        method: c.req.method,
-        route,
-        // The path only (a query string may hold anything), with anything shaped like a secret masked.
-        path: redactSecrets(c.req.path),
-        status: c.res.status,
-        durationMs: Math.round(seconds * 1000 * 10) / 10,
-        accountId: c.get('apiKey')?.accountId,
-        keyId: c.get('apiKey')?.id,
-      },
-      'request',
-    );
-  };
-}
 
 const unauthorized = (message: string, error?: string) =>
   new ApiError('unauthorized', message, undefined, {
@@ -65,40 +17,52 @@ const unauthorized = (message: string, error?: string) =>
   });
 
 /**
- * Stored key records by key hash, each kept `ttlMs` after it was read (at most
- * `maxEntries`, the oldest dropped first), so that a busy key is not looked up
- * on every request. A key revoked (by any process) is therefore still accepted
- * here for at most `ttlMs`; expiry is checked on every request against the
- * clock. Only keys found are kept: an unknown key is looked up every time, so
- * made-up keys cannot fill the cache. `ttlMs` 0: no cache.
+ * Key records by key hash, each kept `ttlMs` after it was read from the store
+ * and checked against the hash (at most `maxEntries`, the oldest dropped
+ * first), so that a busy key is neither looked up nor checked again on every
+ * request: a hit is answered without a promise. A key revoked (by any
+ * process) is therefore still accepted here for at most `ttlMs`; expiry is
+ * checked on every request against the clock. Only keys found are kept: an
+ * unknown key is looked up every time, so made-up keys cannot fill the cache.
+ * `ttlMs` 0: nothing is kept.
  */
 export interface ApiKeyCache {
-  find(hash: string): Promise<StoredApiKey | undefined>;
+  /** The record kept for this key hash, while it is fresh. */
+  get(hash: string): ApiKeyRecord | undefined;
+  /** Keeps a record just read from the store and checked against `hash`. */
+  set(hash: string, record: ApiKeyRecord): void;
   /** Drops the key's cached record (a key revoked through this process is refused by it at once). */
   forget(keyId: string): void;
 }
 
-export function createApiKeyCache(deps: { store: Store; clock: Clock }, ttlMs: number, maxEntries = 10_000): ApiKeyCache {
-  const entries = new Map<string, { found: StoredApiKey; until: number }>();
+export function createApiKeyCache(deps: { clock: Clock }, ttlMs: number, maxEntries = 10_000): ApiKeyCache {
+  const entries = new Map<string, { record: ApiKeyRecord; until: number }>();
   return {
-    async find(hash) {
-      if (ttlMs <= 0) return deps.store.findApiKeyByHash(hash);
-      const now = deps.clock.now().getTime();
+    get(hash) {
+      if (ttlMs <= 0) return undefined;
       const cached = entries.get(hash);
-      if (cached && cached.until > now) return cached.found;
-      const found = await deps.store.findApiKeyByHash(hash);
+      return cached && cached.until > deps.clock.now().getTime() ? cached.record : undefined;
+    },
+    set(hash, record) {
+      if (ttlMs <= 0) return;
       entries.delete(hash);
-      if (found) {
-        if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
-        entries.set(hash, { found, until: now + ttlMs });
-      }
-      return found;
+      if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
+      entries.set(hash, { record, until: deps.clock.now().getTime() + ttlMs });
     },
     forget(keyId) {
       // Rare (a revocation), so a scan: no second index to keep on every lookup.
-      for (const [hash, entry] of entries) if (entry.found.id === keyId) entries.delete(hash);
+      for (const [hash, entry] of entries) if (entry.record.id === keyId) entries.delete(hash);
     },
   };
+}
+
+/** The stored record of the key whose SHA-256 is `hash`, when the store has one and it matches (in constant time). */
+async function storedKey(deps: { store: Store; apiKeyCache?: ApiKeyCache }, hash: string): Promise<ApiKeyRecord | undefined> {
+  const found = await deps.store.findApiKeyByHash(hash);
+  if (!found || !sameApiKeyHash(found.hash, hash)) return undefined;
+  const { hash: _stored, ...record } = found;
+  deps.apiKeyCache?.set(hash, record);
+  return record;
 }
 
 /**
@@ -107,15 +71,19 @@ export function createApiKeyCache(deps: { store: Store; clock: Clock }, ttlMs: n
  * A key whose shape or checksum is wrong is not looked up (the checksum is
  * public, so skipping the store reveals nothing and keeps garbage off it).
  */
-async function usableKey(deps: { store: Store; clock: Clock; apiKeyCache?: ApiKeyCache }, key: string): Promise<ApiKeyRecord | undefined> {
-  if (!isWellFormedApiKey(key)) return undefined;
+function usableKey(deps: { store: Store; clock: Clock; apiKeyCache?: ApiKeyCache }, key: string): ApiKeyRecord | undefined | Promise<ApiKeyRecord | undefined> {
   const hash = hashApiKey(key);
-  const found = await (deps.apiKeyCache ? deps.apiKeyCache.find(hash) : deps.store.findApiKeyByHash(hash));
-  if (!found || !sameApiKeyHash(found.hash, hash)) return undefined;
-  const { hash: _stored, ...record } = found;
-  const now = deps.clock.now();
-  return record.revokedAt || (record.expiresAt && record.expiresAt <= now) ? undefined : record;
+  // A cached record matched this very hash when it was read (the cache's keys are the hashes): nothing to check again.
+  const cached = deps.apiKeyCache?.get(hash);
+  if (cached) return usableNow(cached, deps.clock);
+  if (!isWellFormedApiKey(key)) return undefined;
+  return storedKey(deps, hash).then((record) => record && usableNow(record, deps.clock));
 }
+
+const usableNow = (record: ApiKeyRecord, clock: Clock): ApiKeyRecord | undefined => {
+  if (record.revokedAt) return undefined;
+  return record.expiresAt && record.expiresAt <= clock.now() ? undefined : record;
+};
 
 /**
  * The given middlewares (undefined ones left out) as one, each running inside
@@ -138,7 +106,8 @@ export function authenticate(deps: { store: Store; clock: Clock; apiKeyCache?: A
     if (!header) throw unauthorized('missing API key: send Authorization: Bearer <key>');
     const match = /^Bearer +(\S+) *$/i.exec(header);
     if (!match) throw unauthorized('the Authorization header must be "Bearer <API key>"', 'invalid_request');
-    const record = await usableKey(deps, match[1]!);
+    const found = usableKey(deps, match[1]!);
+    const record = found instanceof Promise ? await found : found;
     // Malformed, unknown, revoked and expired keys: one answer, nothing to tell them apart.
     if (!record) throw unauthorized('the API key is invalid, revoked or expired', 'invalid_token');
     c.set('apiKey', record);
@@ -157,13 +126,13 @@ const notReceivedWhole = (error: unknown) =>
   error instanceof ApiError ? error : new ApiError('invalid_request', 'the request body was not received whole');
 
 /** JSON bodies only (415), at most 64 KiB (413, bodySizeLimit). */
-export function jsonBody(): MiddlewareHandler<AppEnv>[] {
-  const contentType: MiddlewareHandler<AppEnv> = async (c, next) => {
+export function jsonBody(): MiddlewareHandler<AppEnv> {
+  const size = bodySizeLimit();
+  return (c, next) => {
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json') throw new ApiError('unsupported_media_type', 'send the body as Content-Type: application/json');
-    await next();
+    return size(c, next);
   };
-  return [contentType, bodySizeLimit()];
 }
 
 /**
@@ -264,7 +233,7 @@ export function firstInvalidUtf8(bytes: Uint8Array): number {
  * to jsonBody()'s rules (415, 413).
  */
 export function optionalJsonBody(): MiddlewareHandler<AppEnv> {
-  const rules = sequence(...jsonBody());
+  const rules = jsonBody();
   const size = bodySizeLimit();
   return (c, next) => {
     const declared = c.req.header('content-length');

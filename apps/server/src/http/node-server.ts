@@ -34,11 +34,18 @@ export function nodeServerOptions(timeouts: HttpTimeouts): { serverOptions: Serv
   };
 }
 
+const CORRELATION_ID = Symbol('vidgen.correlationId');
+
 /**
- * The correlation id of the answer each in-flight ServerResponse is for (set by the `observe`
- * middleware): a request cut while its body arrives is refused under the id its log line has.
+ * The correlation id of the answer an in-flight ServerResponse is for (set by the request frame,
+ * http/frame.ts): a request cut while its body arrives is refused under the id its log line has.
+ * A property of the response itself, not a WeakMap entry: one per request, gone with it.
  */
-export const correlationIdOfResponse = new WeakMap<object, string>();
+export function setCorrelationIdOfResponse(response: object, correlationId: string): void {
+  (response as { [CORRELATION_ID]?: string })[CORRELATION_ID] = correlationId;
+}
+
+export const correlationIdOfResponse = (response: object): string | undefined => (response as { [CORRELATION_ID]?: string })[CORRELATION_ID];
 
 interface Refusal {
   status: number;
@@ -106,7 +113,7 @@ export function answerClientErrors(server: unknown, deps: { logger: Logger; cloc
     const behind = inFlight !== undefined && inFlight.req.complete && error.code !== 'ERR_HTTP_REQUEST_TIMEOUT';
     const refuse = () => {
       if (!socket.writable) return void socket.destroy();
-      const correlationId = (inFlight && !behind && correlationIdOfResponse.get(inFlight)) || newCorrelationId(clock.now());
+      const correlationId = (inFlight && !behind && correlationIdOfResponse(inFlight)) || newCorrelationId(clock.now());
       const body = JSON.stringify(new ApiError(refusal.code, refusal.message).toBody());
       const head = [
         `HTTP/1.1 ${refusal.status} ${refusal.reason}`,

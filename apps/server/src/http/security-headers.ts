@@ -8,8 +8,7 @@
  * where HSTS belongs (the service itself speaks plain HTTP on loopback in development).
  */
 import { createHash } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
-import { answerHeaders, carriesAnswerHeaders } from './answer.js';
+import type { Context } from 'hono';
 import type { AppEnv } from './context.js';
 
 const EVERY_ANSWER: Record<string, string> = {
@@ -80,7 +79,24 @@ const JSON_ANSWER_BY_PLACE = {
   other: JSON_ANSWER,
 };
 
-export function securityHeaders(deps: { docsHtml?: () => string | undefined; consoleMediaOrigins?: () => Promise<string[]> }): MiddlewareHandler<AppEnv> {
+/**
+ * The headers of every JSON answer (answer.ts) to a request for `path`: its Content-Type, its
+ * correlation id and the security headers of the place. A new object each time: the request's
+ * middleware adds to it, and `answer()` hands it to Node as it is.
+ */
+export function jsonAnswerHeaders(path: string, correlationId: string): Record<string, string> {
+  const place = path.startsWith('/api/') ? JSON_ANSWER_BY_PLACE.api : path.startsWith('/files/') ? JSON_ANSWER_BY_PLACE.files : JSON_ANSWER_BY_PLACE.other;
+  return { 'Content-Type': 'application/json', 'X-Correlation-Id': correlationId, ...place };
+}
+
+/**
+ * For an answer not built by `answer()` (a file, the docs, the console, Hono's own): sets its
+ * security headers after the route, by where it is and what it is.
+ */
+export function securingOtherAnswers(deps: {
+  docsHtml?: () => string | undefined;
+  consoleMediaOrigins?: () => Promise<string[]>;
+}): (c: Context<AppEnv>, path: string) => void | Promise<void> {
   let docs: { html: string; csp: string } | undefined;
   let consolePolicy: string | undefined;
   const consolePolicyOnce = async () => {
@@ -92,22 +108,20 @@ export function securityHeaders(deps: { docsHtml?: () => string | undefined; con
     if (docs?.html !== html) docs = { html, csp: docsContentSecurityPolicy(html) };
     return docs.csp;
   };
-  return async (c, next) => {
-    const path = c.req.path;
-    const api = path.startsWith('/api/');
-    const file = path.startsWith('/files/');
-    // A JSON answer's are known before the route runs: they go with the answer headers.
-    Object.assign(answerHeaders(c), JSON_ANSWER_BY_PLACE[api ? 'api' : file ? 'files' : 'other']);
-    await next();
-    if (carriesAnswerHeaders(c.res)) return;
-    const headers = c.res.headers;
+  const secure = (headers: Headers, path: string, policy: string) => {
     for (const [name, value] of Object.entries(EVERY_ANSWER)) headers.set(name, value);
-    const html = path === '/docs' && c.res.status === 200 ? deps.docsHtml?.() : undefined;
-    const app = (path === '/console' || path.startsWith('/console/')) && c.res.ok;
-    headers.set('Content-Security-Policy', html ? docsPolicy(html) : app ? await consolePolicyOnce() : file && c.res.ok ? FILE_CSP : LOCKED_DOWN_CSP);
+    headers.set('Content-Security-Policy', policy);
     // Output files are meant to be played by other sites' pages (<video src>); everything else is this origin's.
-    headers.set('Cross-Origin-Resource-Policy', file ? 'cross-origin' : 'same-origin');
+    headers.set('Cross-Origin-Resource-Policy', path.startsWith('/files/') ? 'cross-origin' : 'same-origin');
     // Task answers hold signed output URLs: no shared cache may keep them.
-    if (api && !headers.has('Cache-Control')) headers.set('Cache-Control', 'no-store');
+    if (path.startsWith('/api/') && !headers.has('Cache-Control')) headers.set('Cache-Control', 'no-store');
+  };
+  return (c, path) => {
+    const html = path === '/docs' && c.res.status === 200 ? deps.docsHtml?.() : undefined;
+    if (html) return secure(c.res.headers, path, docsPolicy(html));
+    if ((path === '/console' || path.startsWith('/console/')) && c.res.ok) {
+      return consolePolicyOnce().then((policy) => secure(c.res.headers, path, policy));
+    }
+    secure(c.res.headers, path, path.startsWith('/files/') && c.res.ok ? FILE_CSP : LOCKED_DOWN_CSP);
   };
 }

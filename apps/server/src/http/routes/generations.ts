@@ -54,7 +54,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     aspectRatio: schemaDefault('SubmitGenerationRequest', 'aspectRatio') as AspectRatio,
   };
 
-  app.post(honoPath(specOperation('submitGeneration').path), auth('submitGeneration'), ...jsonBody(), async (c) => {
+  app.post(honoPath(specOperation('submitGeneration').path), sequence(auth('submitGeneration'), jsonBody()), async (c) => {
     const headers = validateSubmitHeaders({ 'idempotency-key': c.req.header('idempotency-key') });
     if (!headers.ok) throw invalid(headers.details);
     const body = await readJson(c);

@@ -21,8 +21,8 @@ export function registerServiceRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   });
 
   app.get('/metrics', async (c) => {
-    const { registry } = deps.metrics!;
-    return c.body(await registry.metrics(), 200, { 'Content-Type': registry.contentType });
+    const metrics = deps.metrics!;
+    return c.body(await metrics.exposition(), 200, { 'Content-Type': metrics.registry.contentType });
   });
 
   app.get('/openapi.json', (c) => c.body(bundleText, 200, { 'Content-Type': 'application/json' }));
