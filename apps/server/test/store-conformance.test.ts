@@ -568,6 +568,27 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await channel('ch_d')).toMatchObject({ inFlight: 1 });
     });
 
+    it('takes reservations offered the same channels in different orders at once without a deadlock, and gives freed slots out once', async () => {
+      const [first, second] = [await submit(1), await submit(1)];
+      expect(await reserve(first.id, channels(['ch_a', 1]))).toMatchObject({ kind: 'reserved' });
+      expect(await reserve(second.id, channels(['ch_b', 1]))).toMatchObject({ kind: 'reserved' });
+      const ids: string[] = [];
+      for (let i = 0; i < 30; i++) ids.push((await submit(1, later(i))).id);
+      // Both full, offered in both orders (the submitter draws the order per task): each looks at both.
+      const orders = [channels(['ch_a', 1], ['ch_b', 1]), channels(['ch_b', 1], ['ch_a', 1])];
+      for (let round = 0; round < 3; round++) {
+        const outcomes = await Promise.all(ids.map((id, i) => reserve(id, orders[i % 2])));
+        expect(outcomes.map((o) => o.kind)).toEqual(ids.map(() => 'full'));
+      }
+      // Slots freed on both: taken by two of them, whatever the order they were offered in.
+      await store().releaseUpstreamReservation({ taskId: first.id, channel: 'ch_a', error: 'freed', now, countFailure: false, cooldownAfter: 3, cooldownMs: 1_000 });
+      await store().releaseUpstreamReservation({ taskId: second.id, channel: 'ch_b', error: 'freed', now, countFailure: false, cooldownAfter: 3, cooldownMs: 1_000 });
+      const outcomes = await Promise.all(ids.map((id, i) => reserve(id, orders[i % 2])));
+      expect(outcomes.filter((o) => o.kind === 'reserved').map((o) => (o as { channel: string }).channel).sort()).toEqual(['ch_a', 'ch_b']);
+      expect(outcomes.filter((o) => o.kind === 'full')).toHaveLength(28);
+      expect((await store().listUpstreamChannels()).map((c) => [c.name, c.inFlight])).toEqual([['ch_a', 1], ['ch_b', 1]]);
+    });
+
     it('frees the slot on a release and counts failures: cooldownAfter in a row cool the channel, a create resets them', async () => {
       const a = await submit(10);
       const b = await submit(10);

@@ -225,9 +225,11 @@ const SQL = {
   // A reservation holds its task's row: a concurrent cancel (or a second reservation of the task) waits for it.
   lockTask: 'SELECT status FROM tasks WHERE id = $1 FOR NO KEY UPDATE',
   insertUpstreamChannel: 'INSERT INTO upstream_channels (name) VALUES ($1) ON CONFLICT DO NOTHING',
-  // Held until commit: reservations on one channel read its count and insert one at a time. in_flight is
-  // kept by the triggers of migration 0008, in the transactions that move upstream_tasks rows.
-  lockUpstreamChannel: 'SELECT in_flight FROM upstream_channels WHERE name = $1 FOR UPDATE',
+  insertUpstreamChannels: 'INSERT INTO upstream_channels (name) SELECT name FROM unnest($1::text[]) AS name ORDER BY name ON CONFLICT DO NOTHING',
+  // Held until commit: reservations on a channel read its count and insert one at a time. in_flight is kept by
+  // the triggers of migration 0008, in the transactions that move upstream_tasks rows. Locked in name order
+  // (the sort runs below the locking), the one order every reservation takes them in.
+  lockUpstreamChannels: 'SELECT name, in_flight FROM upstream_channels WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE',
   // ON CONFLICT: a reservation of the same task that got there first makes this one `exists`, not an error.
   insertUpstreamTask: `INSERT INTO upstream_tasks (task_id, channel, state, created_at, updated_at) VALUES ($1, $2, 'creating', $3, $3)
                        ON CONFLICT DO NOTHING`,
@@ -792,16 +794,22 @@ export class PgStore implements Store {
       const existing = await this.one(SQL.selectUpstreamTask, [input.taskId], client);
       if (existing) return { kind: 'exists', upstream: toUpstreamTask(existing) };
       if (task?.status !== TASK_STATES.queued) return { kind: 'not_queued', status: task?.status };
-      for (const channel of input.channels) {
-        // No row for a channel that can take nothing (as SQLite, which writes one only with a reservation).
-        if (channel.limit < 1) continue;
-        let locked = await this.one(SQL.lockUpstreamChannel, [channel.name], client);
-        if (!locked) {
-          await client.query(SQL.insertUpstreamChannel, [channel.name]);
-          locked = await this.one(SQL.lockUpstreamChannel, [channel.name], client);
-        }
+      // No row for a channel that can take nothing (as SQLite, which writes one only with a reservation).
+      const offered = input.channels.filter((channel) => channel.limit >= 1);
+      if (offered.length === 0) return { kind: 'full' };
+      // Every offered channel's row locked at once, in name order, whatever the order they are offered in (the
+      // submitter draws it per task): two reservations taking them one by one in opposite orders deadlocked.
+      const names = offered.map((channel) => channel.name);
+      let locked = await this.all(SQL.lockUpstreamChannels, [names], client);
+      if (locked.length < names.length) {
+        // A channel's first reservation writes its row (in name order too), then takes the locks again.
+        await client.query(SQL.insertUpstreamChannels, [names]);
+        locked = await this.all(SQL.lockUpstreamChannels, [names], client);
+      }
+      const inFlight = new Map(locked.map((row) => [row.name as string, row.in_flight as number]));
+      for (const channel of offered) {
         // Read under the lock, so with every reservation committed before it.
-        if (locked!.in_flight >= channel.limit) continue;
+        if (inFlight.get(channel.name)! >= channel.limit) continue;
         if ((await client.query(SQL.insertUpstreamTask, [input.taskId, channel.name, input.now])).rowCount === 0) {
           // Another transaction wrote the task's row meanwhile: never two creates for one task.
           return { kind: 'exists', upstream: toUpstreamTask((await this.one(SQL.selectUpstreamTask, [input.taskId], client))!) };
