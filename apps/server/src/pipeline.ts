@@ -106,6 +106,7 @@ export function createPipelineWorker(deps: {
         logger: deps.logger,
         channels,
         pollMs: config.upstream.pollMs,
+        createTimeoutMs: config.upstream.requestTimeoutMs,
         cooldownAfter: config.upstream.cooldownAfter,
         cooldownMs: config.upstream.cooldownMs,
         callbackUrl: deps.callbackSecret && config.publicBaseUrl ? (taskId) => upstreamCallbackUrl(config.publicBaseUrl!, deps.callbackSecret!, taskId) : undefined,

@@ -21,7 +21,7 @@ import type { ChannelConfig } from '../src/upstream/channels.js';
 import { upstreamCallbackUrl } from '../src/upstream/callback-token.js';
 import { createFollower, type Follower } from '../src/upstream/follower.js';
 import { createUpstreamSubmitter } from '../src/upstream/submitter.js';
-import { SUBMIT, testConfig, testWorker, until, validSubmit, type Harness } from './support.js';
+import { ManualClock, SUBMIT, testConfig, testWorker, until, validSubmit, type Harness } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
 import { type BytePlusStandin, errorReply, makeTestVideo, scripts, startBytePlusStandin } from './support/byteplus-standin.js';
 
@@ -141,6 +141,7 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
         logger: h.deps.logger,
         channels: [{ config: channel, client }],
         pollMs: POLL_MS,
+        createTimeoutMs: 5_000,
         cooldownAfter: 3,
         cooldownMs: 30_000,
         callbackUrl: options.callbacks ? (taskId) => upstreamCallbackUrl(publicBaseUrl, CALLBACK_SECRET, taskId) : undefined,
@@ -395,5 +396,108 @@ describe.each(backendKinds)('following upstream tasks on $name', ({ skip, open }
     expect(standin.listed().flat()).toHaveLength(240);
     expect((await s.store.listLedger(accountId)).filter((e) => e.kind === 'charge')).toHaveLength(120);
     expect(await refunds(s, accountId)).toBe(0);
+  });
+});
+
+describe.each(backendKinds)('a create whose job another claim takes while it waits for its answer, on $name', ({ name, skip, open }) => {
+  const LEASE_MS = 1_000;
+  const CREATE_TIMEOUT_MS = 60_000;
+  let opened: OpenedBackend;
+  beforeAll(async () => {
+    if (!skip) opened = await open({ leaseMs: LEASE_MS });
+  });
+  afterAll(async () => opened?.done());
+
+  /**
+   * A submitted task whose job `w1` has claimed, and a submitter whose creates reach the stand-in at once but whose
+   * answers wait until `answer()`. The clock starts at the real time: PostgreSQL's queue starts jobs on its own clock.
+   */
+  async function setup() {
+    const backend: Backend = await opened.fresh();
+    const clock = new ManualClock(Date.now());
+    const h = backendHarness(backend, { clock, config: testConfig({ providers: { 'vidgen-2.0': 'byteplus', 'vidgen-2.0-fast': 'byteplus', 'vidgen-1.5-pro': 'byteplus' } }) });
+    const real = createUpstreamClient({ baseUrl: standin.baseUrl, apiKey: API_KEY, requestTimeoutMs: CREATE_TIMEOUT_MS });
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const client: typeof real = { ...real, create: async (body) => real.create(body).then(async (outcome) => (await answered, outcome)) };
+    const channel: ChannelConfig = { name: 'main', kind: 'byteplus', baseUrl: standin.baseUrl, apiKey: API_KEY, modelIds: MODEL_IDS, maxInFlight: 10, priority: 0, weight: 1 };
+    const submitter = createUpstreamSubmitter({
+      store: h.store,
+      queue: backend.queue,
+      events: h.deps.events,
+      clock,
+      logger: h.deps.logger,
+      channels: [{ config: channel, client }],
+      pollMs: POLL_MS,
+      createTimeoutMs: CREATE_TIMEOUT_MS,
+      cooldownAfter: 3,
+      cooldownMs: 30_000,
+    });
+    const { key, accountId } = await h.account();
+    const res = await h.request('POST', SUBMIT, { key, body: validSubmit() });
+    const id = ((await res.json()) as { requestId: string }).requestId;
+    const claim = async (workerId: string) => (await backend.queue.claim({ workerId, now: clock.now(), leaseMs: LEASE_MS, provider: 'byteplus', limit: 1 }))[0];
+    const job = (await claim('w1'))!;
+    expect(job.taskId).toBe(id);
+    /** The job claimed again by `w2` once w1's lease lapsed (nothing renews it here): on the clock, or PostgreSQL's. */
+    const reclaim = async () => {
+      clock.advance(LEASE_MS + 1);
+      let again: Awaited<ReturnType<typeof claim>>;
+      await until(async () => (again = await claim('w2')) !== undefined);
+      return again!;
+    };
+    const refunds = async () => (await h.store.listLedger(accountId)).filter((e) => e.kind === 'refund').length;
+    return { h, clock, backend, submitter, answer, id, job, claim, reclaim, refunds };
+  }
+
+  it.skipIf(skip)('is handed back until the create could have been answered: the first claim records it, and the next finds it created', async () => {
+    const { h, clock, backend, submitter, answer, id, job, claim, reclaim, refunds } = await setup();
+    standin.enqueue(scripts.held());
+    const createdAt = clock.now().getTime();
+    const first = submitter.run(job, 'w1');
+    await standin.received('POST', TASKS, 1);
+    const second = await reclaim();
+    expect(second.id).not.toBe(job.id);
+    await submitter.run(second, 'w2');
+    // Not given up as lost: the claim that sent the create may still be alive.
+    expect(await h.store.getUpstreamTask(id)).toMatchObject({ state: 'creating' });
+    expect((await h.store.findTask(id))!.status).toBe('queued');
+    answer();
+    await first;
+    expect(await h.store.getUpstreamTask(id)).toMatchObject({ state: 'following', upstreamId: standin.createdTasks()[0]!.id });
+    expect((await h.store.findTask(id))!.status).toBe('processing');
+    expect(standin.requestsTo('POST', TASKS)).toHaveLength(1);
+    expect(await refunds()).toBe(0);
+    // Handed back to the create's timeout and a margin to record its answer: waiting until then.
+    expect(await claim('w3')).toBeUndefined();
+    expect(await backend.queue.countJobs()).toMatchObject({ available: 1, leased: 0 });
+    if (name === 'SQLite') {
+      // (PostgreSQL starts it on the database's clock, a minute from now: not waited for here.)
+      clock.advance(createdAt + CREATE_TIMEOUT_MS + 5_000 - clock.now().getTime() - 1);
+      expect(await claim('w3')).toBeUndefined();
+      clock.advance(1);
+      await submitter.run((await claim('w3'))!, 'w3');
+      expect(standin.requestsTo('POST', TASKS)).toHaveLength(1);
+      expect(await h.store.getUpstreamTask(id)).toMatchObject({ state: 'following' });
+      expect(await backend.queue.countJobs()).toMatchObject({ available: 0, leased: 0 });
+    }
+  });
+
+  it.skipIf(skip)('is lost once its answer can no longer come, and not sent again', async () => {
+    const { h, clock, submitter, answer, id, job, reclaim, refunds } = await setup();
+    standin.enqueue(scripts.held());
+    const first = submitter.run(job, 'w1').catch((error: Error) => error);
+    await standin.received('POST', TASKS, 1);
+    clock.advance(CREATE_TIMEOUT_MS + 5_000);
+    await submitter.run(await reclaim(), 'w2');
+    expect(await h.store.getUpstreamTask(id)).toMatchObject({ state: 'ended', outcome: 'lost' });
+    expect(await h.store.findTask(id)).toMatchObject({ status: 'failed', errorCode: 'provider_error' });
+    expect(await refunds()).toBe(1);
+    // An answer after that changes nothing: the claim that waited for it records nothing.
+    answer();
+    expect(await first).toBeInstanceOf(Error);
+    expect(await h.store.findTask(id)).toMatchObject({ status: 'failed' });
+    expect(await refunds()).toBe(1);
+    expect(standin.requestsTo('POST', TASKS)).toHaveLength(1);
   });
 });

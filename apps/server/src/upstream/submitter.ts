@@ -9,7 +9,10 @@
  * - A create whose answer was lost after it was sent: never sent again (the upstream may run it, and
  *   bills it); the task fails refunded, counted as `lost` on its channel.
  * - A job claimed again (crash, lease, shutdown) whose task has an upstream row never creates again:
- *   the row says where it stands (a `creating` row is a create that may have been sent: `lost`).
+ *   the row says where it stands. A `creating` row is a create that may have been sent: `lost` once its
+ *   answer can no longer come (the create's timeout passed since the reservation); before that the job
+ *   is handed back until then, since the claim that sent it may be alive (its lease lapsed on a
+ *   heartbeat that did not get through) and about to record the upstream id.
  */
 import type { Logger } from 'pino';
 import type { TaskEvents, Clock } from '../interfaces.js';
@@ -35,6 +38,8 @@ export interface UpstreamSubmitterOptions {
   channels: Channel[];
   /** When a followed task is first queried (the follower's cadence). */
   pollMs: number;
+  /** How long a create may wait for its answer (the channels' request timeout): a `creating` row older than this is lost. */
+  createTimeoutMs: number;
   cooldownAfter: number;
   cooldownMs: number;
   /** The callback URL to give the upstream for a task, when the service has a public address. */
@@ -53,6 +58,8 @@ export interface UpstreamSubmitter {
 
 /** Waits before a task whose channels are all full or failing is offered again. */
 const WAIT_FOR_ROOM_MS = 1_000;
+/** After a create's timeout, for the claim that sent it to record its answer. */
+const RECORD_MARGIN_MS = 5_000;
 
 export function createUpstreamSubmitter(options: UpstreamSubmitterOptions): UpstreamSubmitter {
   const { store, queue, events, clock, logger } = options;
@@ -84,8 +91,16 @@ export function createUpstreamSubmitter(options: UpstreamSubmitterOptions): Upst
   };
 
   /** The job of a task that has its upstream row: never create again. */
-  async function resume(job: Job, upstream: UpstreamTaskRecord, log: Logger): Promise<void> {
+  async function resume(job: Job, workerId: string, upstream: UpstreamTaskRecord, log: Logger): Promise<void> {
     if (upstream.state === 'creating') {
+      const answerBy = upstream.updatedAt.getTime() + options.createTimeoutMs + RECORD_MARGIN_MS;
+      const now = clock.now();
+      if (now.getTime() < answerBy) {
+        // The create may still be answered to the claim that sent it: back then, to find the row created or still creating.
+        log.warn({ channel: upstream.channel, answerBy: new Date(answerBy) }, 'upstream create of an earlier claim still unanswered: looked at again after its timeout');
+        await queue.release({ jobId: job.id, workerId, now, runAt: new Date(answerBy) });
+        return;
+      }
       // The claim before this one took the slot and may have sent the create; its answer is gone with it.
       log.warn({ channel: upstream.channel }, 'upstream create interrupted before its answer was recorded: not sent again (lost)');
       publishIfMoved(
@@ -104,7 +119,7 @@ export function createUpstreamSubmitter(options: UpstreamSubmitterOptions): Upst
   async function run(job: Job, workerId: string): Promise<void> {
     const log = logger.child({ taskId: job.taskId, jobId: job.id, attempt: job.attempts });
     const existing = await store.getUpstreamTask(job.taskId);
-    if (existing) return resume(job, existing, log);
+    if (existing) return resume(job, workerId, existing, log);
     const task = await store.findTask(job.taskId);
     if (!task || task.status !== 'queued') {
       // Cancelled or timed out while it waited for a channel.
@@ -127,7 +142,7 @@ export function createUpstreamSubmitter(options: UpstreamSubmitterOptions): Upst
       const reserved = offered.length === 0 ? ({ kind: 'full' } as const) : await store.reserveUpstream({ taskId: task.id, channels: offered.map((c) => ({ name: c.name, limit: c.maxInFlight })), now });
       switch (reserved.kind) {
         case 'exists':
-          return resume(job, reserved.upstream, log);
+          return resume(job, workerId, reserved.upstream, log);
         case 'not_queued':
           await queue.complete(job.id, clock.now());
           return;
