@@ -14,8 +14,12 @@ export interface Config {
   host: string;
   /** VIDGEN_DATA_DIR: where the SQLite file (and, later, output files) live (default ./data). */
   dataDir: string;
-  /** VIDGEN_DATABASE_URL: `sqlite:<path>` (default sqlite:<data dir>/vidgen.db) or `postgres://…`; VIDGEN_DATABASE_POOL_SIZE: PostgreSQL connections per process (default 10). */
-  database: { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number };
+  /**
+   * VIDGEN_DATABASE_URL: `sqlite:<path>` (default sqlite:<data dir>/vidgen.db) or `postgres://…`; VIDGEN_DATABASE_POOL_SIZE: PostgreSQL
+   * connections per process (default 10); VIDGEN_DATABASE_KEEP_PLANS: PostgreSQL plans of the hot statements prepared once per
+   * connection (default true; false behind a pooler that does not keep a session's prepared statements).
+   */
+  database: { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number; keepPlans?: boolean };
   /** VIDGEN_ROLE or `--role`: `all` (API and worker, the default), `api` or `worker`; the split roles need PostgreSQL. */
   role: Role;
   /** VIDGEN_PRICES: JSON overriding credits per second, e.g. {"vidgen-2.0":{"1080p":20}}. */
@@ -153,7 +157,7 @@ function database(env: NodeJS.ProcessEnv, dataDir: string): Config['database'] {
     } catch {
       throw new ConfigError('VIDGEN_DATABASE_URL is not a valid postgres:// URL');
     }
-    return { kind: 'postgres', url, poolSize: integer(env, 'VIDGEN_DATABASE_POOL_SIZE', 10, 1, 500) };
+    return { kind: 'postgres', url, poolSize: integer(env, 'VIDGEN_DATABASE_POOL_SIZE', 10, 1, 500), keepPlans: boolean(env, 'VIDGEN_DATABASE_KEEP_PLANS', true) };
   }
   throw new ConfigError(`VIDGEN_DATABASE_URL must start with sqlite: or postgres://, got ${JSON.stringify(url.replace(/\/\/[^@/]*@/, '//…@'))}`);
 }

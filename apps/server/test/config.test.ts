@@ -20,9 +20,16 @@ describe('configuration', () => {
       // A worker with local storage must know where the api serves its outputs (test/worker-output-urls.test.ts).
       VIDGEN_PUBLIC_BASE_URL: 'https://vidgen.example.com',
     });
-    expect(config.database).toEqual({ kind: 'postgres', url: 'postgres://vidgen@db.internal:5432/vidgen', poolSize: 25 });
+    expect(config.database).toEqual({ kind: 'postgres', url: 'postgres://vidgen@db.internal:5432/vidgen', poolSize: 25, keepPlans: true });
     expect(config.role).toBe('worker');
     expect(loadConfig({}).role).toBe('all');
+  });
+
+  it('keeps PostgreSQL plans unless VIDGEN_DATABASE_KEEP_PLANS turns it off, and refuses a value that is not a boolean', () => {
+    const database = (value: string) => loadConfig({ VIDGEN_DATABASE_URL: 'postgres://vidgen@db.internal:5432/vidgen', VIDGEN_DATABASE_KEEP_PLANS: value }).database;
+    expect(database('false')).toMatchObject({ keepPlans: false });
+    expect(database('true')).toMatchObject({ keepPlans: true });
+    expect(() => database('sometimes')).toThrow(/VIDGEN_DATABASE_KEEP_PLANS/);
   });
 
   it('turns the development bootstrap off in production', () => {

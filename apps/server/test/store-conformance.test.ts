@@ -1012,7 +1012,8 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
         const failing = pg.failTask({ id, now: later(10), code: 'provider_error', message: 'upstream failed' });
         const pid = await eventually(async () => {
           const { rows } = await pg.pool.query(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO webhook_deliveries%'",
+            // The one backend waiting for a lock: the blocker's (its statements inlined, or EXECUTEs of their kept plans).
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
           );
           return rows[0]?.pid as number | undefined;
         });

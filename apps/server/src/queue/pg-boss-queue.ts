@@ -18,9 +18,24 @@ import PgBoss from 'pg-boss';
 import pg from 'pg';
 import type { Job, JobQueue } from './queue.js';
 import type { PgJobs, Queryable, Statement } from '../store/postgres/pg-store.js';
+import { kept } from '../store/postgres/kept-plans.js';
 
 export const JOBS_CHANNEL = 'vidgen_jobs';
 const SCHEMA = 'pgboss';
+
+/** A statement with a name: node-postgres prepares it once per connection and sends only its values after that. */
+type NamedStatement = { name?: string; text: string; values: unknown[] };
+// Two of every task's statements, with fixed text and no result rows (so no later column can change what a kept plan returns).
+const EXTEND_LEASE = {
+  name: 'vidgen_extend_lease',
+  text: `UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)
+         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
+};
+const FINISH_JOB = {
+  name: 'vidgen_finish_job',
+  text: `UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
+         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
+};
 const LANE_PREFIX = 'vidgen-';
 /**
  * Held (a session advisory lock on a connection of its own) by a process while it starts pg-boss
@@ -61,8 +76,8 @@ export interface PgBossQueueOptions {
   supervise: boolean;
   /** Runs `work` in one transaction (the store's). */
   transaction: <T>(work: (client: pg.PoolClient) => Promise<T>) => Promise<T>;
-  /** Runs one statement on its own (the store's pool); pg-boss's pool when not given. */
-  query?: (text: string, values: unknown[]) => Promise<pg.QueryResult>;
+  /** Runs one statement on its own (the store's pool), named to be prepared once per connection; pg-boss's pool, unnamed, when not given. */
+  query?: (statement: NamedStatement) => Promise<pg.QueryResult>;
   onError?: (error: Error) => void;
 }
 
@@ -153,7 +168,8 @@ export class PgBossQueue implements JobQueue, PgJobs {
         executeSql: async (text, values) => {
           const n = values!.length;
           statement = [
-            `WITH sent AS (${text}) SELECT vidgen_require(count(*) = 1, 'job_not_enqueued'), pg_notify($${n + 1}, $${n + 2}) FROM sent`,
+            // Its plan kept per connection (the store's kept-plans.ts): pg-boss builds the same text for every job.
+            kept(`WITH sent AS (${text}) SELECT vidgen_require(count(*) = 1, 'job_not_enqueued'), pg_notify($${n + 1}, $${n + 2}) FROM sent`),
             [...values!, JOBS_CHANNEL, job.provider],
           ];
           return { rows: [{ id }] };
@@ -185,32 +201,27 @@ export class PgBossQueue implements JobQueue, PgJobs {
     // pg-boss expires on the database's clock: the lease is a duration from its now().
     const seconds = Math.max(1, input.leaseMs / 1000);
     // One statement: atomic on its own, no BEGIN/COMMIT round trips around it.
-    const result = await this.single(
-      `UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)
-       WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
-      [lane, id, claim, seconds],
-    );
+    const result = await this.single({ ...EXTEND_LEASE, values: [lane, id, claim, seconds] });
     return result.rowCount === 1;
   }
 
   /** Ends this claim's run as `state` (completed or cancelled); false when the claim is no longer this one. */
   private async finish(client: Queryable, jobIdValue: string, state: 'completed' | 'cancelled', output: object | null): Promise<boolean> {
     const { lane, id, claim } = parseJobId(jobIdValue);
-    const result = await client.query(
-      `UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
-       WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
-      [lane, id, claim, state, output === null ? null : JSON.stringify(output)],
-    );
+    const result = await client.query({ ...FINISH_JOB, values: [lane, id, claim, state, output === null ? null : JSON.stringify(output)] });
     return result.rowCount === 1;
   }
 
   /** A single statement runs on its own (autocommit): the store's pool when given, else pg-boss's. */
-  private single(text: string, values: unknown[]): Promise<pg.QueryResult> {
-    return this.options.query ? this.options.query(text, values) : (this.boss.getDb().executeSql(text, values) as Promise<pg.QueryResult>);
+  private single(statement: NamedStatement): Promise<pg.QueryResult> {
+    return this.options.query ? this.options.query(statement) : (this.boss.getDb().executeSql(statement.text, statement.values) as Promise<pg.QueryResult>);
   }
 
+  /** `single` as a Queryable (for `finish`, which also runs inside the store's transactions). */
+  private readonly alone = { query: (statement: NamedStatement) => this.single(statement) } as unknown as Queryable;
+
   async complete(jobIdValue: string): Promise<void> {
-    await this.finish({ query: (text: string, values: unknown[]) => this.single(text, values) } as Queryable, jobIdValue, 'completed', null);
+    await this.finish(this.alone, jobIdValue, 'completed', null);
   }
 
   async retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
@@ -243,7 +254,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   async bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
-    await this.finish({ query: (text: string, values: unknown[]) => this.single(text, values) } as Queryable, input.jobId, 'cancelled', { error: input.error });
+    await this.finish(this.alone, input.jobId, 'cancelled', { error: input.error });
   }
 
   /** Drops the jobs of a task in a lane that have not started (a redelivery replaces its pending chain). */

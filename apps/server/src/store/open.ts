@@ -54,7 +54,7 @@ export async function openBackend(
       };
     }
     case 'postgres': {
-      const { url, poolSize } = config.database;
+      const { url, poolSize, keepPlans } = config.database;
       let store: PgStore | undefined;
       const queue = new PgBossQueue({
         connectionString: url,
@@ -62,10 +62,10 @@ export async function openBackend(
         leaseMs: config.jobLeaseMs,
         supervise: options.supervise,
         transaction: (work) => store!.transaction(work),
-        query: (text, values) => store!.pool.query(text, values),
+        query: (statement) => store!.pool.query(statement),
         onError: (error) => options.logger.error({ err: error }, 'job queue error'),
       });
-      store = new PgStore(url, queue, { webhookJobAttempts: 20, poolSize });
+      store = new PgStore(url, queue, { webhookJobAttempts: 20, poolSize, keepPlans });
       try {
         await store.migrate();
         await queue.start();

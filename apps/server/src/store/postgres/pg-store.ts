@@ -38,6 +38,7 @@ import type {
 } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { newTaskRecord, rowMappers, type Row } from '../rows.js';
+import { kept, KeptPlans, type Statement } from './kept-plans.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Serialises migrations of processes starting at once (any constant shared by them). */
@@ -51,8 +52,7 @@ const JOBS_CHANNEL = 'vidgen_jobs';
 const REQUIRE_FAILED = 'VG001';
 
 export type Queryable = Pick<pg.PoolClient, 'query'>;
-/** A statement and its values. */
-export type Statement = [string, unknown[]];
+export type { Statement };
 /** A transaction under way (PgStore.transaction): whether its BEGIN and its COMMIT have been sent. */
 interface Tx {
   committed: boolean;
@@ -107,9 +107,6 @@ function literal(value: unknown): string {
   throw new Error(`no SQL literal for ${typeof value} ${String(value)}`);
 }
 
-/** Statements with their values written in as literals (the simple protocol takes no parameters), as one message's text. */
-const inlined = (statements: Statement[]) =>
-  statements.map(([text, values]) => text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1])));
 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
@@ -129,11 +126,11 @@ const usageTotalsFrom = (table: 'usage_hourly' | 'usage_daily', column: 'hour_st
    FROM ${usageRows(table, column)} WHERE account_id = $1 AND ${column} >= $2 AND ${column} < $3
    GROUP BY 1, 2 ORDER BY 1, 2`;
 
-const END_UPSTREAM_TASK = `UPDATE upstream_tasks SET state = 'ended', outcome = $3, upstream_status = coalesce($4, upstream_status),
+const END_UPSTREAM_TASK = kept(`UPDATE upstream_tasks SET state = 'ended', outcome = $3, upstream_status = coalesce($4, upstream_status),
                                              last_error = coalesce($5, last_error), next_check_at = NULL, lease_until = NULL, leased_by = NULL,
                                              updated_at = $2, ended_at = $2
                            WHERE task_id = $1 AND state <> 'ended'
-                           RETURNING channel`;
+                           RETURNING channel`);
 
 const SQL = {
   selectAccount: 'SELECT * FROM accounts WHERE id = $1',
@@ -144,7 +141,8 @@ const SQL = {
   // (0007_usage_shards.sql), picked at random, so concurrent transactions of the account seldom wait for each other's.
   // Sent with its checks and the COMMIT as one message (commitWith): the balance row, which every submission of the
   // account locks, is held for this statement and the commit only, not for a round trip to the client in between.
-  chargeWithLedgerAndUsage: `
+  // kept(): sent in one-message transactions, their plans kept per connection (kept-plans.ts); none returns `*`.
+  chargeWithLedgerAndUsage: kept(`
     WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
     ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
                SELECT $1, 'charge', -$2::bigint, $3::text, NULL, $4::timestamptz, balance FROM charged),
@@ -154,18 +152,18 @@ const SQL = {
     daily AS (INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
               SELECT $1, $7::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
               ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged)
-    SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`,
-  insertTask: `INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
+    SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`),
+  insertTask: kept(`INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
                                  webhook_url, credits_charged, deadline_at, created_at, updated_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)`,
-  storeIdempotentResponse: 'UPDATE idempotency_keys SET response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2',
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)`),
+  storeIdempotentResponse: kept('UPDATE idempotency_keys SET response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2'),
   // After the charge, so with the account's row locked: the account's submissions pass here one at a time.
   // The count includes the task being submitted: at most the limit ($2) once it is in.
-  requireActiveBelow: `SELECT vidgen_require(count(*) <= $2, 'too_many_active_tasks') FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
+  requireActiveBelow: kept(`SELECT vidgen_require(count(*) <= $2, 'too_many_active_tasks') FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`),
   // A refund and its ledger entry in one statement; the unique ledger index refuses a second refund (and so the balance change with it).
-  refundWithLedger: `WITH refunded AS (UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance)
+  refundWithLedger: kept(`WITH refunded AS (UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance)
                      INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
-                     SELECT $1, 'refund', $2::bigint, $3::text, $4::text, $5::timestamptz, balance FROM refunded`,
+                     SELECT $1, 'refund', $2::bigint, $3::text, $4::text, $5::timestamptz, balance FROM refunded`),
   // Written after the balance moved, in the same transaction: the entry keeps the balance it left.
   insertLedgerEntry: `INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
                       VALUES ($1, $2, $3, $4, $5, $6, (SELECT balance FROM accounts WHERE id = $1))`,
@@ -176,7 +174,7 @@ const SQL = {
   usageTotals: usageTotalsFrom('usage_hourly', 'hour_start'),
   usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
   // Both running totals in one statement, each in shard $11 of its hour or day (see chargeWithLedgerAndUsage).
-  addUsageBoth: `WITH hourly AS (
+  addUsageBoth: kept(`WITH hourly AS (
                    INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
                    VALUES ($1, $2, $3, $11, $4, $5, $6, $7, $8, $9)
                    ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET
@@ -190,7 +188,7 @@ const SQL = {
                    credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged,
                    credits_refunded = usage_daily_shards.credits_refunded + excluded.credits_refunded,
                    succeeded = usage_daily_shards.succeeded + excluded.succeeded, failed = usage_daily_shards.failed + excluded.failed,
-                   cancelled = usage_daily_shards.cancelled + excluded.cancelled, seconds_delivered = usage_daily_shards.seconds_delivered + excluded.seconds_delivered`,
+                   cancelled = usage_daily_shards.cancelled + excluded.cancelled, seconds_delivered = usage_daily_shards.seconds_delivered + excluded.seconds_delivered`),
   // The shards of each hour summed (sum() of bigint is numeric: cast back).
   usageHours: `SELECT account_id, hour_start, model, sum(credits_charged)::bigint AS credits_charged, sum(credits_refunded)::bigint AS credits_refunded,
                       sum(succeeded)::int AS succeeded, sum(failed)::int AS failed, sum(cancelled)::int AS cancelled,
@@ -238,21 +236,21 @@ const SQL = {
                                                      last_error = $2, last_error_at = $3,
                                                      cooldown_until = CASE WHEN consecutive_failures + 1 >= $4 THEN $5 ELSE cooldown_until END
                          WHERE name = $1`,
-  recordChannelCreate: 'UPDATE upstream_channels SET creates = creates + 1, consecutive_failures = 0, cooldown_until = NULL WHERE name = $1',
+  recordChannelCreate: kept('UPDATE upstream_channels SET creates = creates + 1, consecutive_failures = 0, cooldown_until = NULL WHERE name = $1'),
   startQueuedTask: `UPDATE tasks SET status = 'processing', updated_at = $2 WHERE id = $1 AND status = 'queued'`,
   recordUpstreamCreated: `UPDATE upstream_tasks SET state = 'following', upstream_id = $2, upstream_status = 'queued', next_check_at = $4, updated_at = $3
                           WHERE task_id = $1 AND state = 'creating'
                           RETURNING channel`,
   endUpstreamTask: END_UPSTREAM_TASK,
   // Conditional: of two transactions ending the row, only the one that ends it counts the outcome against the channel.
-  endUpstreamCounted: `WITH ended AS (${END_UPSTREAM_TASK})
+  endUpstreamCounted: kept(`WITH ended AS (${END_UPSTREAM_TASK})
                        UPDATE upstream_channels c SET lost_creates = lost_creates + $6, discarded_results = discarded_results + $7
-                       FROM ended WHERE c.name = ended.channel`,
+                       FROM ended WHERE c.name = ended.channel`),
   // A task's upstream row made due now, and the workers of every process woken at commit ($3: the jobs channel) if it has one.
-  upstreamDueNow: `WITH due AS (UPDATE upstream_tasks SET next_check_at = $2 WHERE task_id = $1 AND state IN ('following', 'downloading') AND next_check_at > $2 RETURNING 1)
-                   SELECT pg_notify($3, 'upstream') FROM due`,
-  insertDelivery: `INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
-                   VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7)`,
+  upstreamDueNow: kept(`WITH due AS (UPDATE upstream_tasks SET next_check_at = $2 WHERE task_id = $1 AND state IN ('following', 'downloading') AND next_check_at > $2 RETURNING 1)
+                   SELECT pg_notify($3, 'upstream') FROM due`),
+  insertDelivery: kept(`INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
+                   VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7)`),
   // SKIP LOCKED: rows another worker is claiming right now are left to it; once it commits they are leased.
   claimUpstreamWork: `
     WITH claimed AS (
@@ -296,13 +294,16 @@ const SQL = {
 
 export class PgStore implements Store {
   readonly pool: pg.Pool;
+  /** The hot one-message statements' plans, kept per connection. */
+  readonly plans: KeptPlans;
 
   constructor(
     connectionString: string,
     private readonly jobs: PgJobs,
-    private readonly options: { webhookJobAttempts: number; poolSize?: number } = { webhookJobAttempts: 20 },
+    private readonly options: { webhookJobAttempts: number; poolSize?: number; keepPlans?: boolean } = { webhookJobAttempts: 20 },
   ) {
     this.pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: TYPES });
+    this.plans = new KeptPlans(options.keepPlans ?? true, literal);
     // An idle client losing its connection must not crash the process; the next query reconnects.
     this.pool.on('error', () => {});
   }
@@ -342,7 +343,8 @@ export class PgStore implements Store {
    * the message there; the caller's transaction() then rolls back.
    */
   private async commitWith(client: pg.PoolClient, tx: Tx, statements: Statement[]): Promise<void> {
-    await client.query([...inlined(statements), 'COMMIT'].join(';\n'));
+    await this.plans.prepare(client, statements, tx.begun);
+    await client.query([...this.plans.texts(client, statements), 'COMMIT'].join(';\n'));
     tx.committed = true;
   }
 
@@ -351,7 +353,8 @@ export class PgStore implements Store {
     if (tx.begun) return client.query(text, values);
     // Begun from here on, also if the statement fails: transaction() then rolls back.
     tx.begun = true;
-    const [, result] = (await client.query(['BEGIN', ...inlined([[text, values]])].join(';\n'))) as unknown as pg.QueryResult[];
+    await this.plans.prepare(client, [[text, values]], false);
+    const [, result] = (await client.query(['BEGIN', ...this.plans.texts(client, [[text, values]])].join(';\n'))) as unknown as pg.QueryResult[];
     return result!;
   }
 
@@ -361,7 +364,14 @@ export class PgStore implements Store {
    * the ones before it). One round trip for a whole transaction whose statements need no answer from each other.
    */
   private async atomically(statements: Statement[]): Promise<void> {
-    await this.pool.query(inlined(statements).join(';\n'));
+    // A client of its own (the kept plans are per connection), with no BEGIN or COMMIT around the message.
+    await this.transaction(
+      async (client) => {
+        await this.plans.prepare(client, statements, false);
+        await client.query(this.plans.texts(client, statements).join(';\n'));
+      },
+      { beginWithFirst: true },
+    );
   }
 
   private async one(text: string, values: unknown[], client: Queryable = this.pool): Promise<Row | undefined> {
