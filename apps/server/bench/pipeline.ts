@@ -31,7 +31,7 @@ import type { Config } from '../src/config.js';
 import { createAccountWithKey, freePort, pipelineEnv, startServerProcess, startWebhookReceiver, stopServerProcess, type Role } from '../test/support/pipeline-processes.js';
 import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
-import { runPostgresFloor, type FloorResult } from './http/pg-floor.js';
+import { runPostgresFloor, type FloorProtocol, type FloorResult } from './http/pg-floor.js';
 
 const { values } = parseArgs({
   options: {
@@ -46,6 +46,9 @@ const { values } = parseArgs({
     // The PostgreSQL floor (bench/http/pg-floor.ts) at these numbers of connections; `none` to leave it out.
     'floor-clients': { type: 'string', default: '4,10,32' },
     'floor-seconds': { type: 'string', default: '10' },
+    // pgbench's protocols for the floor (bench/http/pg-floor.ts): `prepared` is the floor; `extended` plans every
+    // statement every time, as the server did before it kept plans, and shows what keeping them is worth.
+    'floor-protocols': { type: 'string', default: 'prepared' },
   },
   // `pnpm bench:pipeline -- --tasks 500` passes the `--` on; it is not the end of the options here.
   args: process.argv.slice(2).filter((arg) => arg !== '--'),
@@ -189,27 +192,30 @@ async function measure(name: string, database: Config['database'], topology: Top
 }
 
 /** The floor at each number of connections: pgbench, on a database migrated as the server's, with no server. */
-async function measureFloor(): Promise<{ clients: number; result: FloorResult }[]> {
+async function measureFloor(): Promise<{ clients: number; protocol: FloorProtocol; result: FloorResult }[]> {
   const clients = values['floor-clients'] === 'none' ? [] : values['floor-clients']!.split(',').map(Number);
   if (clients.length && spawnSync('pgbench', ['--version']).error) {
     console.log('pgbench is not installed (Debian: postgresql-client): the PostgreSQL floor is left out.');
     return [];
   }
-  const results: { clients: number; result: FloorResult }[] = [];
+  const protocols = values['floor-protocols']!.split(',') as FloorProtocol[];
+  const results: { clients: number; protocol: FloorProtocol; result: FloorResult }[] = [];
   for (const n of clients) {
-    const database = await createTestDatabase();
-    try {
-      const { accountId } = await migrateWithAccount({ kind: 'postgres', url: database.url, poolSize: 2 }, 'floor', 1_000_000_000_000);
-      results.push({ clients: n, result: await runPostgresFloor(database.url, accountId, { clients: n, seconds: Number(values['floor-seconds']) }) });
-    } finally {
-      await database.drop();
+    for (const protocol of protocols) {
+      const database = await createTestDatabase();
+      try {
+        const { accountId } = await migrateWithAccount({ kind: 'postgres', url: database.url, poolSize: 2 }, 'floor', 1_000_000_000_000);
+        results.push({ clients: n, protocol, result: await runPostgresFloor(database.url, accountId, { clients: n, seconds: Number(values['floor-seconds']), protocol }) });
+      } finally {
+        await database.drop();
+      }
     }
   }
   return results;
 }
 
 const rows: Record<string, string>[] = [];
-let floor: { clients: number; result: FloorResult }[] = [];
+let floor: { clients: number; protocol: FloorProtocol; result: FloorResult }[] = [];
 try {
   if (STORES.includes('sqlite')) {
     const sqliteDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-sqlite-'));
@@ -247,9 +253,9 @@ console.table(rows);
 // Markdown (lines not starting with │, so the table above stays the one pipeline-run.ts parses).
 if (floor.length) {
   console.log('\nThe PostgreSQL floor: the statements of a task run by pgbench on a database migrated as the server\'s, no server (bench/http/pg-floor.ts):\n');
-  console.log('| connections | tasks/s | tasks | failed |');
-  console.log('|---|---|---|---|');
-  for (const { clients, result } of floor) console.log(`| ${clients} | ${result.tasksPerSecond.toFixed(0)} | ${result.tasks} | ${result.failed} |`);
+  console.log('| connections | protocol | tasks/s | tasks | failed |');
+  console.log('|---|---|---|---|---|');
+  for (const { clients, protocol, result } of floor) console.log(`| ${clients} | ${protocol} | ${result.tasksPerSecond.toFixed(0)} | ${result.tasks} | ${result.failed} |`);
 }
 const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
 console.log('\nWhat a task costs its store (throughput window, per task; PostgreSQL transactions from pg_stat_database, statements and round trips counted at the client; SQLite transactions are write commits):\n');

@@ -70,12 +70,19 @@ export interface FloorResult {
  * Runs the script at `clients` connections for `seconds` on `url` (a database the server's migrations
  * and pg-boss's queues were applied to, with `accountId` holding credits for every task).
  */
-export async function runPostgresFloor(url: string, accountId: string, options: { clients: number; seconds: number }): Promise<FloorResult> {
+/**
+ * pgbench's protocol: `prepared` (each statement parsed and planned once per connection, the floor proper) or `extended`
+ * (unnamed statements, parsed and planned every time, as the server sent every statement before its plans were kept).
+ * Not `simple`: pgbench writes variables into the text unquoted there, which this script's text ids do not survive.
+ */
+export type FloorProtocol = 'prepared' | 'extended';
+
+export async function runPostgresFloor(url: string, accountId: string, options: { clients: number; seconds: number; protocol?: FloorProtocol }): Promise<FloorResult> {
   const dir = mkdtempSync(join(tmpdir(), 'vidgen-pg-floor-'));
   try {
     const file = join(dir, 'task.sql');
     writeFileSync(file, script(accountId));
-    const args = ['--no-vacuum', '--protocol=prepared', `--client=${options.clients}`, '--jobs=2', `--time=${options.seconds}`, `--file=${file}`, url];
+    const args = ['--no-vacuum', `--protocol=${options.protocol ?? 'prepared'}`, `--client=${options.clients}`, '--jobs=2', `--time=${options.seconds}`, `--file=${file}`, url];
     const output = await new Promise<string>((done, fail) =>
       execFile('pgbench', args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => (error ? fail(new Error(`pgbench failed: ${stderr || error.message}`)) : done(stdout + stderr))),
     );
