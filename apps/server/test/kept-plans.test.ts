@@ -8,7 +8,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kept, KeptPlans, type Statement } from '../src/store/postgres/kept-plans.js';
-import type { PgStore } from '../src/store/postgres/pg-store.js';
+import { PgStore, type PgJobs } from '../src/store/postgres/pg-store.js';
 import { SUBMIT, testConfig, validSubmit } from './support.js';
 import { backendHarness, backendKinds, type OpenedBackend } from './support/backends.js';
 import { createTestDatabase, hasPostgres } from './support/postgres.js';
@@ -66,7 +66,20 @@ describe.skipIf(!hasPostgres)('kept plans on PostgreSQL', () => {
     ]);
     // A statement not marked kept is always sent as text.
     expect(plans.texts(a, [['SELECT $1::int', [5]]])).toEqual(['SELECT 5::int']);
-    expect(plans.counts()).toEqual({ kept: 1, refused: 0 });
+    expect(plans.counts()).toEqual({ kept: 1, refused: 0, named: 0 });
+  });
+
+  it('names a kept statement sent on its own, so that node-postgres prepares it once per connection; not one that is not kept', async () => {
+    const plans = new KeptPlans(true, literal);
+    const client = await connect();
+    const named = plans.query(INSERT, ['n0', 0]);
+    expect(named).toEqual({ name: 'vidgen_named_1', text: INSERT, values: ['n0', 0] });
+    await client.query(named);
+    await client.query(plans.query(INSERT, ['n1', 1]));
+    expect((await client.query("SELECT name FROM pg_prepared_statements WHERE NOT from_sql")).rows).toEqual([{ name: 'vidgen_named_1' }]);
+    expect((await client.query("SELECT count(*)::int AS n FROM things WHERE id IN ('n0', 'n1')")).rows).toEqual([{ n: 2 }]);
+    expect(plans.query('SELECT $1::int', [5])).toEqual({ text: 'SELECT $1::int', values: [5] });
+    expect(new KeptPlans(false, literal).query(INSERT, ['x', 1])).toEqual({ text: INSERT, values: ['x', 1] });
   });
 
   it('sends a statement PostgreSQL refuses to prepare with its values written in, and leaves an open transaction usable', async () => {
@@ -79,7 +92,7 @@ describe.skipIf(!hasPostgres)('kept plans on PostgreSQL', () => {
     expect((await client.query("SELECT id FROM things WHERE id LIKE 'in-tx%' ORDER BY id")).rows).toEqual([{ id: 'in-tx' }, { id: 'in-tx-2' }]);
     // Outside a transaction too; and it is not tried again.
     expect(await send(plans, await connect(), [[UNDECIDABLE, [1, 2]]])).toEqual(['SELECT 2::int AS two']);
-    expect(plans.counts()).toEqual({ kept: 1, refused: 1 });
+    expect(plans.counts()).toEqual({ kept: 1, refused: 1, named: 0 });
   });
 
   it('keeps working after a migration adds a column to the table its statement writes', async () => {
@@ -99,16 +112,21 @@ describe.skipIf(!hasPostgres)('kept plans on PostgreSQL', () => {
     const client = await connect();
     expect(await send(plans, client, [[INSERT, ['off', 7]]])).toEqual(["INSERT INTO things (id, n) VALUES ('off', 7)"]);
     expect(await preparedOn(client)).toEqual([]);
-    expect(plans.counts()).toEqual({ kept: 0, refused: 0 });
+    expect(plans.counts()).toEqual({ kept: 0, refused: 0, named: 0 });
   });
 });
 
 describe.skipIf(!hasPostgres)("the store's kept statements", () => {
   let opened: OpenedBackend;
+  let database: { url: string; drop: () => Promise<void> };
   beforeAll(async () => {
     opened = await backendKinds.find((kind) => kind.name === 'PostgreSQL')!.open();
+    database = await createTestDatabase();
   });
-  afterAll(async () => opened?.done());
+  afterAll(async () => {
+    await opened?.done();
+    await database?.drop();
+  });
 
   it('are all prepared by PostgreSQL: a submission, a completion with its webhook, a failure refunded, a cancel', async () => {
     const backend = await opened.fresh();
@@ -128,10 +146,20 @@ describe.skipIf(!hasPostgres)("the store's kept statements", () => {
       expect((await store.failTask({ id: failed, now: h.clock.now(), code: 'provider_error', message: 'failed' })).kind).toBe('failed');
       expect((await store.cancelTask({ accountId, id: cancelled, now: h.clock.now() })).kind).toBe('cancelled');
     }
-    const { kept: keptCount, refused } = store.plans.counts();
+    const { kept: keptCount, refused, named } = store.plans.counts();
     expect(refused).toBe(0);
-    // The submission's four (task, job, charge, cap when set) and the endings' (delivery, its job, refund, usage) at least.
-    expect(keptCount).toBeGreaterThanOrEqual(6);
+    // In messages: the submission's (task, job, charge) and the endings' (the task's move, delivery, its job, refund, usage).
+    expect(keptCount).toBeGreaterThanOrEqual(8);
+    // On their own: the start.
+    expect(named).toBeGreaterThanOrEqual(1);
+    // Kept plans are generic (none planned again per execution): the store's connections say so; off, they do not.
+    expect((await store.pool.query('SHOW plan_cache_mode')).rows).toEqual([{ plan_cache_mode: 'force_generic_plan' }]);
+    const off = new PgStore(database.url, {} as PgJobs, { webhookJobAttempts: 20, keepPlans: false });
+    try {
+      expect((await off.pool.query('SHOW plan_cache_mode')).rows).toEqual([{ plan_cache_mode: 'auto' }]);
+    } finally {
+      await off.close();
+    }
     expect(await store.auditBalance(accountId)).toMatchObject({ balance: expect.any(Number) });
     const audit = (await store.auditBalance(accountId))!;
     expect(audit.balance).toBe(audit.ledgerSum);

@@ -43,6 +43,8 @@ const parameterCount = (text: string) => Math.max(0, ...[...text.matchAll(/\$(\d
 export class KeptPlans {
   /** Per text: its name, or null when PostgreSQL refused to prepare it. */
   private readonly names = new Map<string, { name: string; parameters: number } | null>();
+  /** Per text sent on its own: the name node-postgres prepares it under. */
+  private readonly named = new Map<string, string>();
   /** Per connection (the pg client, which a reconnect replaces): the names prepared on it. */
   private readonly prepared = new WeakMap<object, Set<string>>();
 
@@ -94,10 +96,27 @@ export class KeptPlans {
     });
   }
 
-  /** How many texts have a kept plan, and how many PostgreSQL refused to prepare (for tests and the bench). */
-  counts(): { kept: number; refused: number } {
+  /**
+   * A statement sent on its own (the extended protocol) as node-postgres takes it: a kept one named, so that
+   * node-postgres parses it once per connection and sends only its values after that (`vidgen_named_…`, a
+   * namespace apart from the PREPAREd ones). Only statements PostgreSQL is known to prepare are marked kept:
+   * a named one it refused would fail every time.
+   */
+  query(text: string, values: unknown[]): { name?: string; text: string; values: unknown[] } {
+    if (!this.enabled || !KEEPABLE.has(text)) return { text, values };
+    let name = this.named.get(text);
+    if (name === undefined) {
+      if (this.named.size >= MAX_KEPT) return { text, values };
+      name = `vidgen_named_${this.named.size + 1}`;
+      this.named.set(text, name);
+    }
+    return { name, text, values };
+  }
+
+  /** How many texts have a kept plan in messages, how many PostgreSQL refused to prepare, and how many are named on their own (for tests). */
+  counts(): { kept: number; refused: number; named: number } {
     let refused = 0;
     for (const plan of this.names.values()) if (plan === null) refused++;
-    return { kept: this.names.size - refused, refused };
+    return { kept: this.names.size - refused, refused, named: this.named.size };
   }
 }

@@ -126,6 +126,17 @@ const usageTotalsFrom = (table: 'usage_hourly' | 'usage_daily', column: 'hour_st
    FROM ${usageRows(table, column)} WHERE account_id = $1 AND ${column} >= $2 AND ${column} < $3
    GROUP BY 1, 2 ORDER BY 1, 2`;
 
+/**
+ * A tasks row's columns, named (kept plans must not return `*`: kept-plans.ts). A column added to tasks that toTask
+ * reads goes here too; the conformance suite compares what the statements returning these answer with a read.
+ */
+const TASK_COLUMNS = `id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url,
+  credits_charged, credits_refunded, output_url, output_expires_at, output_key, error_code, error_message, created_at, updated_at,
+  completed_at, deadline_at`;
+/** A webhook_deliveries row's columns (as `d`), named as TASK_COLUMNS are. */
+const DELIVERY_COLUMNS = `d.id, d.task_id, d.account_id, d.url, d.event_type, d.body, d.status, d.attempts, d.last_attempt_at, d.next_attempt_at,
+  d.created_at, d.updated_at, d.redeliveries`;
+
 const END_UPSTREAM_TASK = kept(`UPDATE upstream_tasks SET state = 'ended', outcome = $3, upstream_status = coalesce($4, upstream_status),
                                              last_error = coalesce($5, last_error), next_check_at = NULL, lease_until = NULL, leased_by = NULL,
                                              updated_at = $2, ended_at = $2
@@ -204,20 +215,31 @@ const SQL = {
   selectTaskById: 'SELECT * FROM tasks_with_webhook WHERE id = $1',
   selectDelivery: 'SELECT * FROM webhook_deliveries WHERE id = $1',
   // The started task as tasks_with_webhook has it, in the same statement (one round trip, no transaction around it).
-  startTask: `UPDATE tasks SET status = 'processing', updated_at = $2 WHERE id = $1 AND status IN ${inList(ACTIVE_STATES)}
-              RETURNING tasks.*,
+  startTask: kept(`UPDATE tasks SET status = 'processing', updated_at = $2 WHERE id = $1 AND status IN ${inList(ACTIVE_STATES)}
+              RETURNING ${TASK_COLUMNS},
                 (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
                 (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
-                (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`,
-  completeTask: `UPDATE tasks SET status = 'succeeded', output_key = $3, output_url = $4, output_expires_at = $5, updated_at = $2, completed_at = $2
+                (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`),
+  completeTask: kept(`UPDATE tasks SET status = 'succeeded', output_key = $3, output_url = $4, output_expires_at = $5, updated_at = $2, completed_at = $2
                  WHERE id = $1 AND status IN ${inList(statesLeadingTo('succeeded'))}
-                 RETURNING *`,
-  failTask: `UPDATE tasks SET status = 'failed', error_code = $3, error_message = $4, credits_refunded = credits_charged, updated_at = $2, completed_at = $2
+                 RETURNING ${TASK_COLUMNS}`),
+  failTask: kept(`UPDATE tasks SET status = 'failed', error_code = $3, error_message = $4, credits_refunded = credits_charged, updated_at = $2, completed_at = $2
              WHERE id = $1 AND status IN ${inList(statesLeadingTo('failed'))}
-             RETURNING *`,
-  cancelTask: `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = $3, completed_at = $3
+             RETURNING ${TASK_COLUMNS}`),
+  cancelTask: kept(`UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = $3, completed_at = $3
                WHERE account_id = $1 AND id = $2 AND status IN ${inList(CANCELLABLE_STATES)}
-               RETURNING *`,
+               RETURNING ${TASK_COLUMNS}`),
+  // A webhook attempt's delivery and the account's signing secrets, in one read.
+  pendingDelivery: kept(`SELECT ${DELIVERY_COLUMNS}, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
+                         FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE d.task_id = $1 AND d.status = 'pending'`),
+  // One statement (the attempt and the delivery's counts), atomic on its own: one round trip.
+  recordAttempt: kept(`WITH recorded AS (
+                         INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $3, $6, $7, $8))
+                       UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $3, updated_at = $3,
+                              -- Settled by the attempt only if no redelivery came in since it read the delivery.
+                              status = CASE WHEN redeliveries = $5 THEN $2 ELSE status END,
+                              next_attempt_at = CASE WHEN redeliveries = $5 THEN $4 ELSE next_attempt_at END
+                       WHERE id = $1`),
   // --- Upstream tasks
   selectUpstreamTask: 'SELECT u.*, t.status AS task_status FROM upstream_tasks u JOIN tasks t ON t.id = u.task_id WHERE u.task_id = $1',
   // A reservation holds its task's row: a concurrent cancel (or a second reservation of the task) waits for it.
@@ -302,8 +324,17 @@ export class PgStore implements Store {
     private readonly jobs: PgJobs,
     private readonly options: { webhookJobAttempts: number; poolSize?: number; keepPlans?: boolean } = { webhookJobAttempts: 20 },
   ) {
-    this.pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: TYPES });
-    this.plans = new KeptPlans(options.keepPlans ?? true, literal);
+    const keepPlans = options.keepPlans ?? true;
+    this.pool = new pg.Pool({
+      connectionString,
+      max: options.poolSize ?? 10,
+      types: TYPES,
+      // A kept plan is generic: PostgreSQL would otherwise plan each execution again whenever a generic plan looks
+      // costlier than one made for the values, as on pg-boss's job table, partitioned by lane (pruned when it runs
+      // instead). Only prepared statements are affected, and every one the store keeps reads or writes rows by key.
+      ...(keepPlans ? { options: '-c plan_cache_mode=force_generic_plan' } : {}),
+    });
+    this.plans = new KeptPlans(keepPlans, literal);
     // An idle client losing its connection must not crash the process; the next query reconnects.
     this.pool.on('error', () => {});
   }
@@ -350,7 +381,7 @@ export class PgStore implements Store {
 
   /** The transaction's first statement, with the BEGIN in the same message when transaction() left it to it (`beginWithFirst`). */
   private async first(client: pg.PoolClient, tx: Tx, [text, values]: Statement): Promise<pg.QueryResult> {
-    if (tx.begun) return client.query(text, values);
+    if (tx.begun) return client.query(this.plans.query(text, values));
     // Begun from here on, also if the statement fails: transaction() then rolls back.
     tx.begun = true;
     await this.plans.prepare(client, [[text, values]], false);
@@ -375,11 +406,11 @@ export class PgStore implements Store {
   }
 
   private async one(text: string, values: unknown[], client: Queryable = this.pool): Promise<Row | undefined> {
-    return (await client.query(text, values)).rows[0];
+    return (await client.query(this.plans.query(text, values))).rows[0];
   }
 
   private async all(text: string, values: unknown[], client: Queryable = this.pool): Promise<Row[]> {
-    return (await client.query(text, values)).rows;
+    return (await client.query(this.plans.query(text, values))).rows;
   }
 
   /** Applies every numbered migration not applied yet, each in its own transaction, one process at a time. */
@@ -745,17 +776,16 @@ export class PgStore implements Store {
 
   async recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
     const { attempt } = input;
-    // One statement (the attempt and the delivery's counts), atomic on its own: one round trip.
-    await this.pool.query(
-      `WITH recorded AS (
-         INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $3, $6, $7, $8))
-       UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $3, updated_at = $3,
-              -- Settled by the attempt only if no redelivery came in since it read the delivery.
-              status = CASE WHEN redeliveries = $5 THEN $2 ELSE status END,
-              next_attempt_at = CASE WHEN redeliveries = $5 THEN $4 ELSE next_attempt_at END
-       WHERE id = $1`,
-      [input.deliveryId, input.status, attempt.attemptedAt, input.nextAttemptAt, input.redeliveries, attempt.statusCode, attempt.error, Math.round(attempt.durationMs)],
-    );
+    await this.one(SQL.recordAttempt, [
+      input.deliveryId,
+      input.status,
+      attempt.attemptedAt,
+      input.nextAttemptAt,
+      input.redeliveries,
+      attempt.statusCode,
+      attempt.error,
+      Math.round(attempt.durationMs),
+    ]);
   }
 
   async redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined> {
@@ -779,11 +809,7 @@ export class PgStore implements Store {
   }
 
   async pendingDelivery(taskId: string, now: Date): Promise<{ delivery: DeliveryRecord; secrets: string[] } | undefined> {
-    const row = await this.one(
-      `SELECT d.*, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
-       FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE d.task_id = $1 AND d.status = 'pending'`,
-      [taskId],
-    );
+    const row = await this.one(SQL.pendingDelivery, [taskId]);
     return row && { delivery: toDelivery(row), secrets: secretsOf(row, now) };
   }
 
