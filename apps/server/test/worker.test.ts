@@ -117,6 +117,30 @@ describe('the worker', () => {
     expect(readdirSync(join(p.dir, 'work'))).toEqual([]);
   });
 
+  it('gives a provider that needs no references on disk an output path in the work directory and no directory of its own; a failed attempt leaves nothing', async () => {
+    let fails = false;
+    const provider = {
+      ...scriptedProvider(async (request) => {
+        writeFileSync(request.outputPath, MP4_BYTES);
+        return fails ? { ok: false, error: { code: 'provider_error', message: 'half written, then failed' } } : { ok: true };
+      }),
+      needsLocalMedia: false,
+    };
+    const p = pipeline(provider);
+    const { key } = await p.account(100);
+    p.worker.start();
+    const done = await submit(p, key);
+    await until(async () => (await task(p, key, done)).status === 'succeeded');
+    expect(provider.requests.map((r) => r.outputPath)).toEqual([join(p.dir, 'work', `${done}-1.mp4`)]);
+    expect(readdirSync(join(p.dir, 'outputs'))).toEqual([`${done}.mp4`]);
+    fails = true;
+    const failed = await submit(p, key);
+    await until(async () => (await task(p, key, failed)).status === 'failed');
+    await p.worker.idle();
+    // The output moved into storage, the failed one's file removed: no file and no directory left behind.
+    expect(readdirSync(join(p.dir, 'work'))).toEqual([]);
+  });
+
   it('claims as many jobs as a lane has free slots in one claim, and sweeps deadlines only when its poll timer fires', async () => {
     const p = pipeline(scriptedProvider(rendersUntilAborted));
     const { key } = await p.account(1000);

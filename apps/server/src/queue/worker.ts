@@ -93,6 +93,14 @@ export interface Worker {
   readonly running: number;
 }
 
+/** Where an attempt works (attemptSpace). */
+interface AttemptSpace {
+  /** Its own directory, for a provider that needs the references on disk. */
+  dir?: string;
+  /** Where the provider leaves the MP4. */
+  outputPath: string;
+}
+
 export function createWorker(options: WorkerOptions): Worker {
   const { store, queue, events, clock, logger } = options;
   const workerId = `worker_${newUlid(clock.now().getTime())}`;
@@ -111,6 +119,8 @@ export function createWorker(options: WorkerOptions): Worker {
     return lanes.filter(({ slots }) => slots > 0);
   };
   let started = false;
+  /** The work directory, made on the first attempt that writes its output there. */
+  let workDirMade: Promise<void> | undefined;
   /** The poll timer asked for a sweep (deadlines, expired outputs); pumps woken by work skip it. */
   let sweepDue = true;
   let stopping = false;
@@ -238,10 +248,10 @@ export function createWorker(options: WorkerOptions): Worker {
     return { ok: true, references };
   }
 
-  async function generate(task: TaskRecord, provider: Provider, dir: string, signal: AbortSignal): Promise<GenerationResult> {
+  async function generate(task: TaskRecord, provider: Provider, space: AttemptSpace, signal: AbortSignal): Promise<GenerationResult> {
     let references: ReferenceMedia[] = task.mediaUrls.map((url) => ({ url, kind: mediaKindOf(url)! }));
-    if (provider.needsLocalMedia) {
-      const fetched = await fetchReferences(task, dir, signal);
+    if (space.dir) {
+      const fetched = await fetchReferences(task, space.dir, signal);
       if (!fetched.ok) return { ok: false, error: { code: 'media_unavailable', message: fetched.reason } };
       references = fetched.references;
     }
@@ -254,7 +264,7 @@ export function createWorker(options: WorkerOptions): Worker {
       resolution: task.resolution,
       mode: task.mode,
       references,
-      outputPath: join(dir, 'output.mp4'),
+      outputPath: space.outputPath,
       signal,
     });
   }
@@ -380,15 +390,14 @@ export function createWorker(options: WorkerOptions): Worker {
       );
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     heartbeat.unref();
-    // One directory per attempt: a render orphaned by a killed process cannot collide with its retry.
-    const dir = join(options.workDir, `${task.id}-${job.attempts}`);
     /** The output this attempt stored, until the task is recorded with it (or without it). */
     let storedOutput: string | undefined;
+    let space: AttemptSpace | undefined;
 
     try {
-      await mkdir(dir, { recursive: true });
       const provider = options.providerFor(task.model);
-      const result = controller.signal.aborted ? undefined : await unlessAbandoned(generate(task, provider, dir, controller.signal), controller.signal, log);
+      space = await attemptSpace(task.id, job.attempts, provider);
+      const result = controller.signal.aborted ? undefined : await unlessAbandoned(generate(task, provider, space, controller.signal), controller.signal, log);
       const now = clock.now();
 
       if (abortReason === 'cancelled') {
@@ -406,7 +415,7 @@ export function createWorker(options: WorkerOptions): Worker {
         const failed = await store.failTask({ id: task.id, now, code: 'timeout', message: 'no result within the deadline' });
         if (failed.kind === 'failed') events.publish(task.id, failed.task.status);
       } else if (result?.ok) {
-        const outputKey = await options.files.put(task.id, join(dir, 'output.mp4'));
+        const outputKey = await options.files.put(task.id, space.outputPath);
         storedOutput = outputKey;
         const outputExpiresAt = new Date(now.getTime() + options.outputTtlMs);
         const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: await options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt });
@@ -443,7 +452,7 @@ export function createWorker(options: WorkerOptions): Worker {
       handBack.delete(onShutdown);
       cancelDeadline();
       unsubscribe();
-      await removeWorkDir(dir);
+      if (space) await clearAttemptSpace(space);
     }
   }
 
@@ -457,12 +466,40 @@ export function createWorker(options: WorkerOptions): Worker {
     }
   }
 
-  /** The attempt's directory, usually empty by now (the output was moved into storage): one rmdir, else the whole tree. */
-  async function removeWorkDir(dir: string): Promise<void> {
+  /**
+   * Where an attempt works: a directory of its own when its provider needs the references on disk (fetched into it),
+   * else only its output file, beside the other attempts' in the work directory. A directory made and removed per
+   * task is not free on ext4: its inode allocator steps over each inode deleted in the last seconds, and at hundreds
+   * of tasks a second that was half of the worker's CPU (BENCHMARKS.md, fifth pass). Either way the attempt is in
+   * the name, so a render orphaned by a killed process cannot collide with its retry.
+   */
+  async function attemptSpace(taskId: string, attempt: number, provider: Provider): Promise<AttemptSpace> {
+    if (provider.needsLocalMedia) {
+      const dir = join(options.workDir, `${taskId}-${attempt}`);
+      await mkdir(dir, { recursive: true });
+      return { dir, outputPath: join(dir, 'output.mp4') };
+    }
+    workDirMade ??= mkdir(options.workDir, { recursive: true }).then(
+      () => {},
+      (error: unknown) => {
+        workDirMade = undefined;
+        throw error;
+      },
+    );
+    await workDirMade;
+    return { outputPath: join(options.workDir, `${taskId}-${attempt}.mp4`) };
+  }
+
+  /** Takes away what the attempt left: its directory (usually empty by now: one rmdir, else the whole tree), or its output file if it was not stored. */
+  async function clearAttemptSpace(space: AttemptSpace): Promise<void> {
+    if (!space.dir) {
+      await rm(space.outputPath, { force: true });
+      return;
+    }
     try {
-      await rmdir(dir);
+      await rmdir(space.dir);
     } catch {
-      await rm(dir, { recursive: true, force: true });
+      await rm(space.dir, { recursive: true, force: true });
     }
   }
 
