@@ -429,6 +429,33 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await queue().countJobs()).toMatchObject({ available: 0, leased: 0, done: 1 });
     });
 
+    it("completes the claim's job with its task when the task succeeds, and leaves it when the task is discarded", async () => {
+      const out = (id: string) => ({ id, now, outputKey: `${id}.mp4`, outputUrl: 'https://files.example.com/x', outputExpiresAt: later(3600_000) });
+      const { id } = await submit(10);
+      const claimed = (await claim(['local']))!;
+      await store().startTask({ id, now });
+      expect(await store().completeTask({ ...out(id), job: claimed.id })).toMatchObject({ kind: 'succeeded' });
+      expect(await queue().countJobs()).toMatchObject({ available: 0, leased: 0, done: 1 });
+      // A claim that no longer holds its job (another took it) completes nothing with the task.
+      const second = await submit(10);
+      const stale = (await claim(['local']))!;
+      await queue().release({ jobId: stale.id, workerId: 'worker_test', now });
+      const holder = (await claim(['local']))!;
+      await store().startTask({ id: second.id, now });
+      expect(await store().completeTask({ ...out(second.id), job: stale.id })).toMatchObject({ kind: 'succeeded' });
+      expect(await queue().countJobs()).toMatchObject({ leased: 1 });
+      await queue().complete(holder.id, new Date());
+      // Discarded (cancelled while it rendered): its job stays with the claim, which completes it itself.
+      const third = await submit(10);
+      const cancelledJob = (await claim(['local']))!;
+      await store().startTask({ id: third.id, now });
+      await store().cancelTask({ accountId: 'acc_1', id: third.id, now });
+      expect(await store().completeTask({ ...out(third.id), job: cancelledJob.id })).toMatchObject({ kind: 'discarded', status: 'cancelled' });
+      expect(await queue().countJobs()).toMatchObject({ leased: 1 });
+      await queue().complete(cancelledJob.id, new Date());
+      expect(await queue().countJobs()).toMatchObject({ available: 0, leased: 0 });
+    });
+
     it('hands 10 jobs to 10 concurrent claims, each once', async () => {
       for (let i = 0; i < 10; i++) await submit(1, later(i));
       const claimed = await Promise.all(Array.from({ length: 12 }, () => claim(['local'])));

@@ -33,8 +33,9 @@ const EXTEND_LEASE = {
 };
 const FINISH_JOB = {
   name: 'vidgen_finish_job',
-  text: `UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
-         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
+  // Kept in messages too (the store's kept-plans.ts): a task's completion sends it with its COMMIT.
+  text: kept(`UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
+         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`),
 };
 const LANE_PREFIX = 'vidgen-';
 /**
@@ -219,6 +220,12 @@ export class PgBossQueue implements JobQueue, PgJobs {
 
   /** `single` as a Queryable (for `finish`, which also runs inside the store's transactions). */
   private readonly alone = { query: (statement: NamedStatement) => this.single(statement) } as unknown as Queryable;
+
+  /** The statement that completes this claim's run (nothing if the claim no longer holds the job), to be sent with others. */
+  completeStatement(jobIdValue: string): Statement {
+    const { lane, id, claim } = parseJobId(jobIdValue);
+    return [FINISH_JOB.text, [lane, id, claim, 'completed', null]];
+  }
 
   async complete(jobIdValue: string): Promise<void> {
     await this.finish(this.alone, jobIdValue, 'completed', null);

@@ -418,10 +418,13 @@ export function createWorker(options: WorkerOptions): Worker {
         const outputKey = await options.files.put(task.id, space.outputPath);
         storedOutput = outputKey;
         const outputExpiresAt = new Date(now.getTime() + options.outputTtlMs);
-        const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: await options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt });
+        const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: await options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt, job: job.id });
         storedOutput = undefined;
-        if (completed.kind === 'succeeded') events.publish(task.id, completed.task.status);
-        else if (completed.status === 'succeeded') {
+        if (completed.kind === 'succeeded') {
+          // Its job was completed with it.
+          events.publish(task.id, completed.task.status);
+          return;
+        } else if (completed.status === 'succeeded') {
           // Another claim of the job (this one's lease had run out) completed the task first. Outputs are
           // stored under the task's key, so the file there is the task's output: kept.
           log.info('task completed by another claim first: its output kept');

@@ -299,8 +299,12 @@ export interface Store {
   // The lifecycle moves a worker makes (the API's only move is cancelTask).
   /** queued → processing; also a processing task whose worker died (its job was claimed again). */
   startTask(input: { id: string; now: Date }): Promise<StartOutcome>;
-  /** processing → succeeded with its output; discarded if the task was cancelled (or ended) meanwhile. */
-  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome>;
+  /**
+   * processing → succeeded with its output; discarded if the task was cancelled (or ended) meanwhile. `job`: the claim
+   * of the task's job (the queue's job id) that rendered it, completed in the same transaction when the task succeeds
+   * (if that claim still holds it); a discarded task's job is left to its claim.
+   */
+  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): Promise<CompleteOutcome>;
   /** queued | processing → failed, refunding the charge exactly once. */
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome>;
   /** Fails every task past its deadline with `timeout` (refunded); returns them. */

@@ -62,6 +62,8 @@ interface Tx {
 /** What the store needs of the job engine: enqueue inside the caller's transaction. */
 export interface PgJobs {
   enqueue(client: Queryable, job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number; runAt: Date }): Promise<void>;
+  /** The statement that completes a claim's run of its job (nothing if the claim no longer holds it), to be sent with others. */
+  completeStatement(jobId: string): Statement;
   /** The statement that enqueues a job to start at once, to be sent with others in one message (see `atomically`). */
   enqueueStatement(job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number }): Promise<Statement>;
   /** Drops a task's jobs in a lane that have not started yet. */
@@ -670,7 +672,7 @@ export class PgStore implements Store {
     return { kind: 'not_startable', status: (await this.one(SQL.selectTaskById, [input.id]))?.status };
   }
 
-  async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
+  async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): Promise<CompleteOutcome> {
     return this.ending((client, tx) => this.completeTaskIn(client, tx, input));
   }
 
@@ -690,11 +692,13 @@ export class PgStore implements Store {
   private async completeTaskIn(
     client: pg.PoolClient,
     tx: Tx,
-    input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date },
+    input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string },
   ): Promise<{ outcome: CompleteOutcome; statements: Statement[] }> {
     const completed = (await this.first(client, tx, [SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt]])).rows[0] as Row | undefined;
     if (!completed) return { outcome: { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
     const { task, statements } = await this.endingWrites(completed, input.now, { usage: { succeeded: 1, secondsDelivered: completed.duration } });
+    // The claim's job completed with the task: one round trip less, and no task succeeded with its job still running.
+    if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
     return { outcome: { kind: 'succeeded', task }, statements };
   }
 

@@ -393,11 +393,11 @@ export class SqliteStore implements Store, JobQueue {
     });
   }
 
-  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): Promise<CompleteOutcome> {
+  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): Promise<CompleteOutcome> {
     return this.group.write(() => this.completeTaskNow(input));
   }
 
-  private completeTaskNow(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date }): CompleteOutcome {
+  private completeTaskNow(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): CompleteOutcome {
     const changed = this.sql.completeTask.run({
       id: input.id,
       now: ms(input.now),
@@ -405,7 +405,10 @@ export class SqliteStore implements Store, JobQueue {
       output_url: input.outputUrl,
       output_expires_at: ms(input.outputExpiresAt),
     }).changes;
-    if (changed === 1) this.enqueueWebhookNow(input.id, input.now);
+    if (changed === 1) {
+      this.enqueueWebhookNow(input.id, input.now);
+      if (input.job) this.sql.finishJob.run({ ...claimOf(input.job), state: 'done', error: null, now: ms(input.now) });
+    }
     const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
     if (changed === 1 && row) this.addUsageNow(row.account_id, row.model, input.now, { succeeded: 1, seconds_delivered: row.duration });
     return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
