@@ -654,15 +654,22 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
     it("a task's webhook delivery that starts while its generation job is still finishing counts as running", async () => {
       answerFor = () => 'hang';
       const complete = holding('complete');
-      const p = await pipeline(testProvider(writesVideo()), { queue: complete.wrap });
+      // A failed render (its half-written output left behind): the task fails, refunded, with its event queued, and
+      // then the job is completed. (A succeeded task's job is completed in the task's own transaction.)
+      const failing: Behaviour = async (request) => {
+        writeFileSync(request.outputPath, video(100));
+        return { ok: false, error: { code: 'provider_error', message: 'failed half way' } };
+      };
+      const p = await pipeline(testProvider(failing), { queue: complete.wrap });
       p.worker.start();
       const id = await submitted(p);
       await until(() => complete.calls === 1);
-      // The task has succeeded and its event is queued; its generation job is not marked done yet.
+      // The task has failed and its event is queued; its generation job is not marked done yet.
+      expect((await taskOf(p, id)).status).toBe('failed');
       await settled(p, () => hooks.length === 1);
       complete.held.open();
-      // The generation job's last step is removing its work directory.
-      await until(() => !existsSync(join(p.workDir, `${id}-1`)));
+      // The generation job's last step is removing what its attempt left (the half-written output).
+      await until(() => !existsSync(join(p.workDir, `${id}-1.mp4`)));
       await until(() => p.worker.running === 1);
       // Idle means the delivery has finished too.
       answerHanging(200);
