@@ -23,20 +23,14 @@ import { kept } from '../store/postgres/kept-plans.js';
 export const JOBS_CHANNEL = 'vidgen_jobs';
 const SCHEMA = 'pgboss';
 
-/** A statement with a name: node-postgres prepares it once per connection and sends only its values after that. */
-type NamedStatement = { name?: string; text: string; values: unknown[] };
-// Two of every task's statements, with fixed text and no result rows (so no later column can change what a kept plan returns).
-const EXTEND_LEASE = {
-  name: 'vidgen_extend_lease',
-  text: `UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)
-         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`,
-};
-const FINISH_JOB = {
-  name: 'vidgen_finish_job',
-  // Kept in messages too (the store's kept-plans.ts): a task's completion sends it with its COMMIT.
-  text: kept(`UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
-         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`),
-};
+/** A statement as node-postgres takes it: with a name when its plan is kept (prepared once per connection). */
+type QueryConfig = { name?: string; text: string; values: unknown[] };
+// Two of every task's statements, with fixed text and no result rows, so their plans may be kept (the store's
+// kept-plans.ts): named when sent on their own, EXECUTEd when sent in a message (a completion with its task's COMMIT).
+const EXTEND_LEASE = kept(`UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)
+                           WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`);
+const FINISH_JOB = kept(`UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
+                         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`);
 const LANE_PREFIX = 'vidgen-';
 /**
  * Held (a session advisory lock on a connection of its own) by a process while it starts pg-boss
@@ -77,8 +71,10 @@ export interface PgBossQueueOptions {
   supervise: boolean;
   /** Runs `work` in one transaction (the store's). */
   transaction: <T>(work: (client: pg.PoolClient) => Promise<T>) => Promise<T>;
-  /** Runs one statement on its own (the store's pool), named to be prepared once per connection; pg-boss's pool, unnamed, when not given. */
-  query?: (statement: NamedStatement) => Promise<pg.QueryResult>;
+  /** Runs one statement on its own (the store's pool); pg-boss's pool when not given. */
+  query?: (statement: QueryConfig) => Promise<pg.QueryResult>;
+  /** How a statement is sent: named when the store keeps its plan (KeptPlans.query); as text when not given. */
+  statement?: (text: string, values: unknown[]) => QueryConfig;
   onError?: (error: Error) => void;
 }
 
@@ -202,29 +198,31 @@ export class PgBossQueue implements JobQueue, PgJobs {
     // pg-boss expires on the database's clock: the lease is a duration from its now().
     const seconds = Math.max(1, input.leaseMs / 1000);
     // One statement: atomic on its own, no BEGIN/COMMIT round trips around it.
-    const result = await this.single({ ...EXTEND_LEASE, values: [lane, id, claim, seconds] });
+    const result = await this.alone.query(this.statement(EXTEND_LEASE, [lane, id, claim, seconds]));
     return result.rowCount === 1;
   }
 
   /** Ends this claim's run as `state` (completed or cancelled); false when the claim is no longer this one. */
   private async finish(client: Queryable, jobIdValue: string, state: 'completed' | 'cancelled', output: object | null): Promise<boolean> {
     const { lane, id, claim } = parseJobId(jobIdValue);
-    const result = await client.query({ ...FINISH_JOB, values: [lane, id, claim, state, output === null ? null : JSON.stringify(output)] });
+    const result = await client.query(this.statement(FINISH_JOB, [lane, id, claim, state, output === null ? null : JSON.stringify(output)]));
     return result.rowCount === 1;
   }
 
-  /** A single statement runs on its own (autocommit): the store's pool when given, else pg-boss's. */
-  private single(statement: NamedStatement): Promise<pg.QueryResult> {
-    return this.options.query ? this.options.query(statement) : (this.boss.getDb().executeSql(statement.text, statement.values) as Promise<pg.QueryResult>);
+  private statement(text: string, values: unknown[]): QueryConfig {
+    return this.options.statement ? this.options.statement(text, values) : { text, values };
   }
 
-  /** `single` as a Queryable (for `finish`, which also runs inside the store's transactions). */
-  private readonly alone = { query: (statement: NamedStatement) => this.single(statement) } as unknown as Queryable;
+  /** A statement on its own (autocommit): the store's pool when given, else pg-boss's; a Queryable, for `finish`, which also runs inside the store's transactions. */
+  private readonly alone = {
+    query: (statement: QueryConfig) =>
+      this.options.query ? this.options.query(statement) : (this.boss.getDb().executeSql(statement.text, statement.values) as Promise<pg.QueryResult>),
+  } as unknown as Queryable;
 
   /** The statement that completes this claim's run (nothing if the claim no longer holds the job), to be sent with others. */
   completeStatement(jobIdValue: string): Statement {
     const { lane, id, claim } = parseJobId(jobIdValue);
-    return [FINISH_JOB.text, [lane, id, claim, 'completed', null]];
+    return [FINISH_JOB, [lane, id, claim, 'completed', null]];
   }
 
   async complete(jobIdValue: string): Promise<void> {

@@ -63,6 +63,7 @@ export async function openBackend(
         supervise: options.supervise,
         transaction: (work) => store!.transaction(work),
         query: (statement) => store!.pool.query(statement),
+        statement: (text, values) => store!.plans.query(text, values),
         onError: (error) => options.logger.error({ err: error }, 'job queue error'),
       });
       store = new PgStore(url, queue, { webhookJobAttempts: 20, poolSize, keepPlans });

@@ -109,7 +109,6 @@ function literal(value: unknown): string {
   throw new Error(`no SQL literal for ${typeof value} ${String(value)}`);
 }
 
-
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
 
@@ -145,6 +144,7 @@ const END_UPSTREAM_TASK = kept(`UPDATE upstream_tasks SET state = 'ended', outco
                            WHERE task_id = $1 AND state <> 'ended'
                            RETURNING channel`);
 
+// kept(): a statement every task sends, whose plan is kept per connection (kept-plans.ts); none returns `*`.
 const SQL = {
   selectAccount: 'SELECT * FROM accounts WHERE id = $1',
   addToBalance: 'UPDATE accounts SET balance = balance + $2 WHERE id = $1',
@@ -154,7 +154,6 @@ const SQL = {
   // (0007_usage_shards.sql), picked at random, so concurrent transactions of the account seldom wait for each other's.
   // Sent with its checks and the COMMIT as one message (commitWith): the balance row, which every submission of the
   // account locks, is held for this statement and the commit only, not for a round trip to the client in between.
-  // kept(): sent in one-message transactions, their plans kept per connection (kept-plans.ts); none returns `*`.
   chargeWithLedgerAndUsage: kept(`
     WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
     ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
