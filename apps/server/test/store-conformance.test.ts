@@ -396,6 +396,43 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await claim(['webhooks'])).toBeUndefined();
     });
 
+    it("completes the attempt's job with its record, and settles nothing for a claim that no longer holds its job", async () => {
+      const attempt = (at: number) => ({ attemptedAt: later(at), statusCode: 200, error: null, durationMs: 3 });
+      const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+      await store().cancelTask({ accountId: 'acc_1', id, now });
+      const delivery = (await store().getDeliveryForTask(id))!;
+      const deliver = (await claim(['webhooks']))!;
+      expect(
+        await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: attempt(1), status: 'delivered', nextAttemptAt: null, job: { id: deliver.id, now: later(1) } }),
+      ).toBe(true);
+      expect(await store().getDeliveryForTask(id)).toMatchObject({ status: 'delivered', attempts: 1 });
+      // (The cancelled tasks' generation jobs stay available: no worker here.)
+      expect(await queue().countJobs()).toMatchObject({ leased: 0, done: 1 });
+
+      // Another claim holds the job now (this one's lease ran out): the attempt is counted, settles nothing, completes nothing.
+      const second = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+      await store().cancelTask({ accountId: 'acc_1', id: second.id, now });
+      const pending = (await store().getDeliveryForTask(second.id))!;
+      const stale = (await claim(['webhooks']))!;
+      await queue().release({ jobId: stale.id, workerId: 'worker_test', now });
+      const holder = (await claim(['webhooks']))!;
+      // (A release counts as done on pg-boss, whose successor job takes over, not on SQLite's queue.)
+      const held = await queue().countJobs();
+      expect(held).toMatchObject({ leased: 1 });
+      expect(
+        await store().recordDeliveryAttempt({ deliveryId: pending.id, redeliveries: 0, attempt: attempt(2), status: 'delivered', nextAttemptAt: null, job: { id: stale.id, now: later(2) } }),
+      ).toBe(false);
+      expect(await store().getDeliveryForTask(second.id)).toMatchObject({ status: 'pending', attempts: 1, lastAttemptAt: later(2) });
+      expect(await store().listDeliveryAttempts(pending.id)).toEqual([attempt(2)]);
+      expect(await queue().countJobs()).toEqual(held);
+      // The holder's own attempt settles it, and its job with it.
+      expect(
+        await store().recordDeliveryAttempt({ deliveryId: pending.id, redeliveries: 0, attempt: attempt(3), status: 'delivered', nextAttemptAt: null, job: { id: holder.id, now: later(3) } }),
+      ).toBe(true);
+      expect(await store().getDeliveryForTask(second.id)).toMatchObject({ status: 'delivered', attempts: 2 });
+      expect(await queue().countJobs()).toMatchObject({ leased: 0, done: held.done + 1 });
+    });
+
     it("answers a terminal task's query with every later change: attempts, a redelivery, the swept output, never another account", async () => {
       const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
       await store().startTask({ id, now });

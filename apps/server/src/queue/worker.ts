@@ -313,10 +313,11 @@ export function createWorker(options: WorkerOptions): Worker {
       // Asked when the attempt has ended, before it settles anything: the last heartbeat may be a third of a lease old.
       // Not knowing (the database out of reach) is taken as holding it: a stale claim's complete or retry is refused anyway.
       const holdsClaim = async () => !lost && (await extend().catch(() => true));
-      const next = await options.deliveries!.attempt(job.taskId, { holdsClaim });
+      const next = await options.deliveries!.attempt(job.taskId, { holdsClaim, claim: job.id });
       if (next && 'claimLost' in next) logger.warn({ taskId: job.taskId, jobId: job.id }, 'webhook attempt ended after another claim took its job');
-      else if (next) await queue.retry({ jobId: job.id, runAt: next.retryAt, error: 'delivery attempt failed', now: clock.now() });
-      else await queue.complete(job.id, clock.now());
+      else if (next && 'retryAt' in next) await queue.retry({ jobId: job.id, runAt: next.retryAt, error: 'delivery attempt failed', now: clock.now() });
+      // Completed with the attempt's record (`completed`), or now: the delivery was not pending.
+      else if (!next) await queue.complete(job.id, clock.now());
     } catch (error) {
       logger.error({ err: error, taskId: job.taskId }, 'webhook delivery failed unexpectedly');
       const now = clock.now();

@@ -26,6 +26,12 @@ export interface ApiKeyRecord {
   revokedAt: Date | null;
 }
 
+/**
+ * An operator-redelivery count no delivery has (recordDeliveryAttempt settles a delivery only when its `redeliveries`
+ * match): an attempt recorded with it is counted and settles nothing.
+ */
+export const SETTLES_NOTHING = -1;
+
 /** A key as found for authentication: with its stored hash, which nothing else returns. */
 export type StoredApiKey = ApiKeyRecord & { hash: string };
 
@@ -323,9 +329,19 @@ export interface Store {
   /**
    * Records one attempt and where the delivery now stands, unless an operator redelivered it since
    * the attempt read it (`redeliveries` as read): then the attempt is recorded and counted, and the
-   * delivery stays as the redelivery left it.
+   * delivery stays as the redelivery left it. `job`: the claim (the queue's job id) that made the attempt,
+   * whose job is completed in the same transaction; if that claim no longer holds its job (its lease ran
+   * out and another claim has it, or a redelivery cancelled it), the attempt is recorded and counted,
+   * settles nothing, and false is answered. True otherwise.
    */
-  recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void>;
+  recordDeliveryAttempt(input: {
+    deliveryId: string;
+    redeliveries: number;
+    attempt: DeliveryAttempt;
+    status: DeliveryStatus;
+    nextAttemptAt: Date | null;
+    job?: { id: string; now: Date };
+  }): Promise<boolean>;
   /** Sends a delivery again from now (operators): pending, with its job available. */
   redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined>;
   /** The secrets to sign with now: the current one, and the previous one during a rotation. */

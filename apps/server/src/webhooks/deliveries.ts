@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock, TaskEvents } from '../interfaces.js';
-import type { DeliveryRecord, Store } from '../store/store.js';
+import { SETTLES_NOTHING, type DeliveryRecord, type Store } from '../store/store.js';
 
 export type SendResult =
   | { outcome: 'delivered'; status: number; durationMs: number }
@@ -32,26 +32,24 @@ export function parseRetrySchedule(text: string): number[] {
 }
 
 /**
- * What an attempt leaves the job to do: nothing (undefined: the delivery is settled, or was not pending);
- * try again at `retryAt`; or nothing because the claim that ran it no longer holds the job (`claimLost`).
+ * What an attempt leaves the job to do: complete it (undefined: the delivery is settled, or was not pending);
+ * nothing, the job completed with the attempt (`completed`, when the attempt was given its claim); try again at
+ * `retryAt`; or nothing because the claim that ran it no longer holds the job (`claimLost`).
  */
-export type AttemptOutcome = { retryAt: Date } | { claimLost: true } | undefined;
+export type AttemptOutcome = { retryAt: Date } | { claimLost: true } | { completed: true } | undefined;
 
 export interface DeliveryRunner {
   /**
-   * Makes one attempt. `holdsClaim`, asked once the attempt has ended, says whether the job is
-   * still this claim's: when it is not (its lease ran out and another claim has the job, or an
-   * operator redelivered it), the attempt is recorded and counted — it was sent — but settles
-   * nothing: the delivery's status and next attempt are the holder's to decide.
+   * Makes one attempt. When the job is no longer the claim's that runs it (its lease ran out and
+   * another claim has the job, or an operator redelivered it), the attempt is recorded and counted —
+   * it was sent — but settles nothing: the delivery's status and next attempt are the holder's to
+   * decide. `claim` (the queue's job id): an attempt that settles the delivery completes the claim's job
+   * in the transaction that records it, which also tells whether the claim still held it. `holdsClaim`,
+   * asked once an attempt that does not settle it has ended (or any attempt, without `claim`), says
+   * whether it does.
    */
-  attempt(taskId: string, options?: { holdsClaim?: () => Promise<boolean> }): Promise<AttemptOutcome>;
+  attempt(taskId: string, options?: { holdsClaim?: () => Promise<boolean>; claim?: string }): Promise<AttemptOutcome>;
 }
-
-/**
- * recordDeliveryAttempt settles the delivery only when this matches the redeliveries it has: no
- * delivery has a negative count, so an attempt recorded with it is counted and settles nothing.
- */
-const SETTLES_NOTHING = -1;
 
 export function createDeliveryRunner(deps: {
   store: Store;
@@ -65,7 +63,7 @@ export function createDeliveryRunner(deps: {
 }): DeliveryRunner {
   const random = deps.random ?? Math.random;
   return {
-    async attempt(taskId, { holdsClaim } = {}) {
+    async attempt(taskId, { holdsClaim, claim } = {}) {
       const pending = await deps.store.pendingDelivery(taskId, deps.clock.now());
       if (!pending) return undefined;
       const { delivery, secrets } = pending;
@@ -74,7 +72,6 @@ export function createDeliveryRunner(deps: {
       // The schedule counts from the attempt's end: one that ran up to its timeout would otherwise be
       // followed at once by the next (a 5 s delay after a 15 s attempt).
       const endedAt = deps.clock.now();
-      const held = holdsClaim ? await holdsClaim() : true;
       const attemptsMade = delivery.attempts + 1;
       const delay = deps.scheduleMs[attemptsMade - 1];
       let status: DeliveryRecord['status'] = 'pending';
@@ -85,9 +82,12 @@ export function createDeliveryRunner(deps: {
         const jittered = delay + Math.floor(delay * 0.1 * random());
         nextAttemptAt = new Date(endedAt.getTime() + Math.max(jittered, result.retryAfterMs ?? 0));
       }
-      await deps.store.recordDeliveryAttempt({
+      // Settled: the claim's job completes with the record, whose transaction also finds whether the claim still holds it.
+      const completing = claim !== undefined && nextAttemptAt === null;
+      const askedFirst = completing || !holdsClaim ? true : await holdsClaim();
+      const held = await deps.store.recordDeliveryAttempt({
         deliveryId: delivery.id,
-        redeliveries: held ? delivery.redeliveries : SETTLES_NOTHING,
+        redeliveries: askedFirst ? delivery.redeliveries : SETTLES_NOTHING,
         attempt: {
           attemptedAt,
           statusCode: result.status ?? null,
@@ -96,12 +96,14 @@ export function createDeliveryRunner(deps: {
         },
         status,
         nextAttemptAt,
-      });
+        ...(completing ? { job: { id: claim, now: endedAt } } : {}),
+      }) && askedFirst;
       if (!held) {
         deps.logger.warn({ taskId, deliveryId: delivery.id, outcome: result.outcome, statusCode: result.status }, 'webhook attempt ended after its claim was lost: recorded, settles nothing');
         return { claimLost: true };
       }
       deps.logger.info({ taskId, deliveryId: delivery.id, attempt: attemptsMade, outcome: result.outcome, statusCode: result.status }, 'webhook attempt');
+      if (completing) return { completed: true };
       return nextAttemptAt ? { retryAt: nextAttemptAt } : undefined;
     },
   };

@@ -36,6 +36,7 @@ import type {
   UpstreamUsageRow,
   UsageHour,
 } from '../store.js';
+import { SETTLES_NOTHING } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { newTaskRecord, rowMappers, type Row } from '../rows.js';
 import { kept, KeptPlans, type Statement } from './kept-plans.js';
@@ -62,8 +63,11 @@ interface Tx {
 /** What the store needs of the job engine: enqueue inside the caller's transaction. */
 export interface PgJobs {
   enqueue(client: Queryable, job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number; runAt: Date }): Promise<void>;
-  /** The statement that completes a claim's run of its job (nothing if the claim no longer holds it), to be sent with others. */
-  completeStatement(jobId: string): Statement;
+  /**
+   * The statement that completes a claim's run of its job, to be sent with others: nothing if the claim no longer
+   * holds it, or, `required`, failing its message with vidgen_require's VG001 (`claim_lost`).
+   */
+  completeStatement(jobId: string, options?: { required?: boolean }): Statement;
   /** The statement that enqueues a job to start at once, to be sent with others in one message (see `atomically`). */
   enqueueStatement(job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number }): Promise<Statement>;
   /** Drops a task's jobs in a lane that have not started yet. */
@@ -777,18 +781,34 @@ export class PgStore implements Store {
     return rows.map((r) => ({ attemptedAt: r.attempted_at, statusCode: r.status_code, error: r.error, durationMs: r.duration_ms }));
   }
 
-  async recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
+  async recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null; job?: { id: string; now: Date } }): Promise<boolean> {
     const { attempt } = input;
-    await this.one(SQL.recordAttempt, [
+    const values = (redeliveries: number) => [
       input.deliveryId,
       input.status,
       attempt.attemptedAt,
       input.nextAttemptAt,
-      input.redeliveries,
+      redeliveries,
       attempt.statusCode,
       attempt.error,
       Math.round(attempt.durationMs),
-    ]);
+    ];
+    if (input.job) {
+      try {
+        // The claim's completion and the attempt as one message, one transaction: one round trip where a lease check,
+        // the record and the completion took three.
+        await this.atomically([this.jobs.completeStatement(input.job.id, { required: true }), [SQL.recordAttempt, values(input.redeliveries)]]);
+        return true;
+      } catch (error) {
+        const lost = (error as { code?: string }).code === REQUIRE_FAILED && (error as Error).message === 'claim_lost';
+        if (!lost) throw error;
+      }
+      // Not this claim's job any more: nothing of the message stayed; the attempt was sent, so it is counted, settling nothing.
+      await this.one(SQL.recordAttempt, values(SETTLES_NOTHING));
+      return false;
+    }
+    await this.one(SQL.recordAttempt, values(input.redeliveries));
+    return true;
   }
 
   async redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined> {

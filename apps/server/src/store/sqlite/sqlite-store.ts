@@ -36,6 +36,7 @@ import type {
   UpstreamUsageRow,
   UsageHour,
 } from '../store.js';
+import { SETTLES_NOTHING } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { GroupCommit } from './group-commit.js';
 import { PendingUsage, type UsageColumn } from './pending-usage.js';
@@ -506,9 +507,11 @@ export class SqliteStore implements Store, JobQueue {
     );
   }
 
-  recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null }): Promise<void> {
+  recordDeliveryAttempt(input: { deliveryId: string; redeliveries: number; attempt: DeliveryAttempt; status: DeliveryStatus; nextAttemptAt: Date | null; job?: { id: string; now: Date } }): Promise<boolean> {
     return this.group.write(() => {
       const { attempt } = input;
+      // The claim's job completed in the same write; a claim that no longer holds it has the attempt counted, settling nothing.
+      const held = !input.job || this.sql.finishJob.run({ ...claimOf(input.job.id), state: 'done', error: null, now: ms(input.job.now) }).changes === 1;
       this.sql.insertDeliveryAttempt.run({
         delivery_id: input.deliveryId,
         attempted_at: ms(attempt.attemptedAt),
@@ -518,11 +521,12 @@ export class SqliteStore implements Store, JobQueue {
       });
       this.sql.updateDelivery.run({
         id: input.deliveryId,
-        redeliveries: input.redeliveries,
+        redeliveries: held ? input.redeliveries : SETTLES_NOTHING,
         status: input.status,
         attempted_at: ms(attempt.attemptedAt),
         next_attempt_at: ms(input.nextAttemptAt),
       });
+      return held;
     });
   }
 
