@@ -8,13 +8,13 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { newRequestId } from '../src/domain/ids.js';
 import { openBackend, type Backend } from '../src/store/open.js';
 import { backendKinds } from './support/backends.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import type { NewTask, StoredResponse } from '../src/store/store.js';
+import type { NewTask, StoredResponse, TaskRecord } from '../src/store/store.js';
 import { silentLogger } from './support.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
@@ -491,6 +491,59 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await queue().countJobs()).toMatchObject({ leased: 1 });
       await queue().complete(cancelledJob.id, new Date());
       expect(await queue().countJobs()).toMatchObject({ available: 0, leased: 0 });
+    });
+
+    it('completes a task given as its start answered it exactly as without it, and as before when it has changed since', async () => {
+      const out = (id: string, at = 5) => ({ id, now: later(at), outputKey: `${id}.mp4`, outputUrl: 'https://files.example.com/x', outputExpiresAt: later(3600_000) });
+      const hook = { webhookUrl: 'https://hooks.example.com/v' };
+      const start = async (id: string, at = 0) => {
+        const started = await store().startTask({ id, now: later(at) });
+        expect(started.kind).toBe('started');
+        return (started as { task: TaskRecord }).task;
+      };
+      // Unchanged since its start: the same answer and the same writes as a completion without it.
+      const plain = await submit(10, now, hook);
+      await start(plain.id);
+      const withoutStart = await store().completeTask(out(plain.id));
+      const given = await submit(10, now, hook);
+      const claimed = (await claim(['local']))!;
+      expect(claimed.taskId).toBe(plain.id);
+      const givenJob = (await claim(['local']))!;
+      const givenStart = await start(given.id);
+      // PostgreSQL: in one message, without the ending that waits for the moved row (two round trips).
+      const endings = name === 'PostgreSQL' ? vi.spyOn(store() as unknown as { ending: () => unknown }, 'ending') : undefined;
+      const completed = await store().completeTask({ ...out(given.id), job: givenJob.id, started: givenStart });
+      if (endings) expect(endings).not.toHaveBeenCalled();
+      endings?.mockRestore();
+      expect(completed).toMatchObject({ kind: 'succeeded' });
+      const task = (completed as { task: TaskRecord }).task;
+      expect(task).toEqual(await store().getTask('acc_1', given.id));
+      const { task: other } = withoutStart as { task: TaskRecord };
+      expect({ ...task, id: other.id, createdAt: other.createdAt, outputKey: other.outputKey }).toEqual(other);
+      const event = (await store().getDeliveryForTask(given.id))!;
+      expect(event).toMatchObject({ status: 'pending', eventType: 'video.generation.succeeded', attempts: 0 });
+      // The same event as the other's but for its id (both tasks were created at the same instant).
+      expect(event.body.replaceAll(given.id, plain.id)).toBe((await store().getDeliveryForTask(plain.id))!.body);
+      expect(await queue().countJobs()).toMatchObject({ leased: 1, done: 1 });
+      await queue().complete(claimed.id, new Date());
+
+      // Cancelled since (refunded): discarded, nothing of the completion written.
+      const cancelled = await submit(10, now, hook);
+      const cancelledStart = await start(cancelled.id);
+      await store().cancelTask({ accountId: 'acc_1', id: cancelled.id, now: later(2) });
+      const balance = (await store().getAccount('acc_1'))!.balance;
+      expect(await store().completeTask({ ...out(cancelled.id), started: cancelledStart })).toEqual({ kind: 'discarded', status: 'cancelled' });
+      expect(await store().getTask('acc_1', cancelled.id)).toMatchObject({ status: 'cancelled', outputKey: null, webhook: { status: 'pending' } });
+      expect(JSON.parse((await store().getDeliveryForTask(cancelled.id))!.body).type).toBe('video.generation.cancelled');
+      expect((await store().getAccount('acc_1'))!.balance).toBe(balance);
+
+      // Started again by another claim since (a later updated_at): completed as without it, once.
+      const restarted = await submit(10, now, hook);
+      const stale = await start(restarted.id, 1);
+      await start(restarted.id, 3);
+      expect(await store().completeTask({ ...out(restarted.id), started: stale })).toMatchObject({ kind: 'succeeded', task: { status: 'succeeded', completedAt: later(5) } });
+      expect(await store().completeTask({ ...out(restarted.id, 6), started: stale })).toEqual({ kind: 'discarded', status: 'succeeded' });
+      expect((await store().listLedger('acc_1')).filter((entry) => entry.taskId === restarted.id)).toHaveLength(1);
     });
 
     it('hands 10 jobs to 10 concurrent claims, each once', async () => {

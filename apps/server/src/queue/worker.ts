@@ -419,7 +419,8 @@ export function createWorker(options: WorkerOptions): Worker {
         const outputKey = await options.files.put(task.id, space.outputPath);
         storedOutput = outputKey;
         const outputExpiresAt = new Date(now.getTime() + options.outputTtlMs);
-        const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl: await options.files.urlFor(outputKey, outputExpiresAt), outputExpiresAt, job: job.id });
+        const outputUrl = await options.files.urlFor(outputKey, outputExpiresAt);
+        const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl, outputExpiresAt, job: job.id, started: task });
         storedOutput = undefined;
         if (completed.kind === 'succeeded') {
           // Its job was completed with it.

@@ -308,9 +308,11 @@ export interface Store {
   /**
    * processing → succeeded with its output; discarded if the task was cancelled (or ended) meanwhile. `job`: the claim
    * of the task's job (the queue's job id) that rendered it, completed in the same transaction when the task succeeds
-   * (if that claim still holds it); a discarded task's job is left to its claim.
+   * (if that claim still holds it); a discarded task's job is left to its claim. `started`: the task as startTask
+   * answered the claim, which a store may use to complete it in fewer round trips while nothing has changed it since;
+   * the outcome is the same with it or without it.
    */
-  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): Promise<CompleteOutcome>;
+  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string; started?: TaskRecord }): Promise<CompleteOutcome>;
   /** queued | processing → failed, refunding the charge exactly once. */
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome>;
   /** Fails every task past its deadline with `timeout` (refunded); returns them. */

@@ -52,6 +52,12 @@ const JOBS_CHANNEL = 'vidgen_jobs';
 /** The SQLSTATE of vidgen_require() (0007_usage_shards.sql): a check in a statement failed; the message says which. */
 const REQUIRE_FAILED = 'VG001';
 
+/** Whether `error` leaves its connection unusable: not an answer of PostgreSQL's (a lost socket), or one ending the session (57P0x, 08xxx). */
+const sessionEnded = (error: unknown) => {
+  const code = (error as { code?: unknown }).code;
+  return typeof code !== 'string' || /^(57P0|08)/.test(code);
+};
+
 export type Queryable = Pick<pg.PoolClient, 'query'>;
 export type { Statement };
 /** A transaction under way (PgStore.transaction): whether its BEGIN and its COMMIT have been sent. */
@@ -228,6 +234,11 @@ const SQL = {
   completeTask: kept(`UPDATE tasks SET status = 'succeeded', output_key = $3, output_url = $4, output_expires_at = $5, updated_at = $2, completed_at = $2
                  WHERE id = $1 AND status IN ${inList(statesLeadingTo('succeeded'))}
                  RETURNING ${TASK_COLUMNS}`),
+  // completeTask's move, failing its message unless the task is processing as it was when `$6` started it.
+  completeUnchanged: kept(`WITH moved AS (
+                             UPDATE tasks SET status = 'succeeded', output_key = $3, output_url = $4, output_expires_at = $5, updated_at = $2, completed_at = $2
+                             WHERE id = $1 AND status = 'processing' AND updated_at = $6 RETURNING 1)
+                           SELECT vidgen_require(count(*) = 1, 'task_moved') FROM moved`),
   failTask: kept(`UPDATE tasks SET status = 'failed', error_code = $3, error_message = $4, credits_refunded = credits_charged, updated_at = $2, completed_at = $2
              WHERE id = $1 AND status IN ${inList(statesLeadingTo('failed'))}
              RETURNING ${TASK_COLUMNS}`),
@@ -364,6 +375,10 @@ export class PgStore implements Store {
       return result;
     } catch (error) {
       if (tx.begun) await client.query('ROLLBACK').catch(() => {});
+      // No transaction of its own to roll back (a one-message one: `atomically`), so no ROLLBACK found out whether the
+      // connection survived: an error PostgreSQL did not answer with a SQLSTATE, or one that ends the session, means it
+      // did not, and it must not go back to the pool (the next transaction on it would never be answered).
+      else if (!(error instanceof RollBack) && sessionEnded(error)) lost ??= error as Error;
       if (error instanceof RollBack) return error.outcome as T;
       throw error;
     } finally {
@@ -625,7 +640,7 @@ export class PgStore implements Store {
     return this.ending(async (client, tx): Promise<{ outcome: CancelOutcome; statements: Statement[] }> => {
       const cancelled = (await this.first(client, tx, [SQL.cancelTask, [input.accountId, input.id, input.now]])).rows[0] as Row | undefined;
       if (cancelled) {
-        const { task, statements } = await this.endingWrites(cancelled, input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
+        const { task, statements } = await this.endingWrites(toTask(cancelled), input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
         return { outcome: { kind: 'cancelled', task }, statements };
       }
       const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
@@ -636,7 +651,7 @@ export class PgStore implements Store {
   }
 
   /**
-   * What a task's ending writes once its row has moved (`row`, as the statement that moved it returned it), as statements
+   * What a task's ending writes once its row has moved (`moved`, the task as the statement that moved it returned it), as statements
    * for the caller to send with its COMMIT, and the task as tasks_with_webhook then has it:
    * - the outbox: with a webhookUrl, its one event and delivery job (a task has one delivery, written when it ends);
    * - refunded or cancelled: its upstream task, if any, made due now, the workers of every process woken at commit
@@ -645,27 +660,27 @@ export class PgStore implements Store {
    * - the usage totals. The rows every task of the account shares (balance, usage totals) last.
    */
   private async endingWrites(
-    row: Row,
+    moved: TaskRecord,
     now: Date,
     ending: { refund?: string; usage: Partial<Omit<UsageHour, 'hourStart' | 'model'>> },
   ): Promise<{ task: TaskRecord; statements: Statement[] }> {
-    let task = toTask(row);
+    let task = moved;
     const statements: Statement[] = [];
-    if (row.webhook_url) {
+    if (task.webhookUrl) {
       const { type, body } = webhookEventBody(task);
       statements.push(
-        [SQL.insertDelivery, [`msg_${newUlid(now.getTime())}`, task.id, row.account_id, row.webhook_url, type, body, now]],
+        [SQL.insertDelivery, [`msg_${newUlid(now.getTime())}`, task.id, task.accountId, task.webhookUrl, type, body, now]],
         await this.jobs.enqueueStatement({ kind: 'deliver', taskId: task.id, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts }),
       );
       task = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
     }
     if (ending.refund !== undefined) {
-      statements.push([SQL.upstreamDueNow, [task.id, now, JOBS_CHANNEL]], [SQL.refundWithLedger, [row.account_id, row.credits_charged, task.id, ending.refund, now]]);
+      statements.push([SQL.upstreamDueNow, [task.id, now, JOBS_CHANNEL]], [SQL.refundWithLedger, [task.accountId, task.creditsCharged, task.id, ending.refund, now]]);
     }
     const { hourStart, dayStart } = usageBuckets(now);
     const { usage } = ending;
     const counts = [usage.creditsCharged ?? 0, usage.creditsRefunded ?? 0, usage.succeeded ?? 0, usage.failed ?? 0, usage.cancelled ?? 0, usage.secondsDelivered ?? 0];
-    statements.push([SQL.addUsageBoth, [row.account_id, hourStart, row.model, ...counts, dayStart, usageShard()]]);
+    statements.push([SQL.addUsageBoth, [task.accountId, hourStart, task.model, ...counts, dayStart, usageShard()]]);
     return { task, statements };
   }
 
@@ -675,8 +690,35 @@ export class PgStore implements Store {
     return { kind: 'not_startable', status: (await this.one(SQL.selectTaskById, [input.id]))?.status };
   }
 
-  async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): Promise<CompleteOutcome> {
+  async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string; started?: TaskRecord }): Promise<CompleteOutcome> {
+    if (input.started?.status === 'processing') {
+      const completed = await this.completeUnchanged(input, input.started);
+      if (completed) return completed;
+    }
     return this.ending((client, tx) => this.completeTaskIn(client, tx, input));
+  }
+
+  /**
+   * The completion as one message when the task is still as its start left it (processing, with the start's updated_at):
+   * the row its move would return is then known beforehand, and so is all its ending writes, where the ending otherwise
+   * waits for the moved row before it can send them (two round trips). Undefined when the task has changed since
+   * (cancelled, timed out, started again by another claim): the move fails the message and nothing of it stays.
+   */
+  private async completeUnchanged(
+    input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string },
+    started: TaskRecord,
+  ): Promise<CompleteOutcome | undefined> {
+    const { now } = input;
+    const moved: TaskRecord = { ...started, status: 'succeeded', outputKey: input.outputKey, outputUrl: input.outputUrl, outputExpiresAt: input.outputExpiresAt, updatedAt: now, completedAt: now, webhook: null };
+    const { task, statements } = await this.endingWrites(moved, now, { usage: { succeeded: 1, secondsDelivered: moved.duration } });
+    if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
+    try {
+      await this.atomically([[SQL.completeUnchanged, [input.id, now, input.outputKey, input.outputUrl, input.outputExpiresAt, started.updatedAt]], ...statements]);
+    } catch (error) {
+      if ((error as { code?: string }).code === REQUIRE_FAILED && (error as Error).message === 'task_moved') return undefined;
+      throw error;
+    }
+    return { kind: 'succeeded', task };
   }
 
   /** An ending as a transaction of its own: the task's move with the BEGIN, then what the ending writes with the COMMIT. */
@@ -699,7 +741,7 @@ export class PgStore implements Store {
   ): Promise<{ outcome: CompleteOutcome; statements: Statement[] }> {
     const completed = (await this.first(client, tx, [SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt]])).rows[0] as Row | undefined;
     if (!completed) return { outcome: { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements } = await this.endingWrites(completed, input.now, { usage: { succeeded: 1, secondsDelivered: completed.duration } });
+    const { task, statements } = await this.endingWrites(toTask(completed), input.now, { usage: { succeeded: 1, secondsDelivered: completed.duration } });
     // The claim's job completed with the task: one round trip less, and no task succeeded with its job still running.
     if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
     return { outcome: { kind: 'succeeded', task }, statements };
@@ -713,7 +755,7 @@ export class PgStore implements Store {
   private async failTaskIn(client: pg.PoolClient, tx: Tx, input: { id: string; now: Date; code: string; message: string }): Promise<{ outcome: FailOutcome; statements: Statement[] }> {
     const failed = (await this.first(client, tx, [SQL.failTask, [input.id, input.now, input.code, input.message]])).rows[0] as Row | undefined;
     if (!failed) return { outcome: { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements } = await this.endingWrites(failed, input.now, { refund: input.code, usage: { creditsRefunded: failed.credits_charged, failed: 1 } });
+    const { task, statements } = await this.endingWrites(toTask(failed), input.now, { refund: input.code, usage: { creditsRefunded: failed.credits_charged, failed: 1 } });
     return { outcome: { kind: 'failed', task }, statements };
   }
 
