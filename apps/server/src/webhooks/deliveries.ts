@@ -82,12 +82,13 @@ export function createDeliveryRunner(deps: {
         const jittered = delay + Math.floor(delay * 0.1 * random());
         nextAttemptAt = new Date(endedAt.getTime() + Math.max(jittered, result.retryAfterMs ?? 0));
       }
-      // Settled: the claim's job completes with the record, whose transaction also finds whether the claim still holds it.
+      // Settled: the claim's job completes with the record, whose transaction also finds whether the claim still holds
+      // it. Otherwise the lease check asks it first.
       const completing = claim !== undefined && nextAttemptAt === null;
-      const askedFirst = completing || !holdsClaim ? true : await holdsClaim();
+      const heldBefore = completing || !holdsClaim || (await holdsClaim());
       const held = await deps.store.recordDeliveryAttempt({
         deliveryId: delivery.id,
-        redeliveries: askedFirst ? delivery.redeliveries : SETTLES_NOTHING,
+        redeliveries: heldBefore ? delivery.redeliveries : SETTLES_NOTHING,
         attempt: {
           attemptedAt,
           statusCode: result.status ?? null,
@@ -97,7 +98,7 @@ export function createDeliveryRunner(deps: {
         status,
         nextAttemptAt,
         ...(completing ? { job: { id: claim, now: endedAt } } : {}),
-      }) && askedFirst;
+      }) && heldBefore;
       if (!held) {
         deps.logger.warn({ taskId, deliveryId: delivery.id, outcome: result.outcome, statusCode: result.status }, 'webhook attempt ended after its claim was lost: recorded, settles nothing');
         return { claimLost: true };

@@ -51,6 +51,8 @@ const MIGRATION_LOCK = 7_316_201;
 const JOBS_CHANNEL = 'vidgen_jobs';
 /** The SQLSTATE of vidgen_require() (0007_usage_shards.sql): a check in a statement failed; the message says which. */
 const REQUIRE_FAILED = 'VG001';
+/** The check of vidgen_require() that failed `error`'s message (`insufficient_credits`, `claim_lost`, …), if that is what failed it. */
+const failedCheck = (error: unknown) => ((error as { code?: unknown }).code === REQUIRE_FAILED ? (error as Error).message : undefined);
 
 /** Whether `error` leaves its connection unusable: not an answer of PostgreSQL's (a lost socket), or one ending the session (57P0x, 08xxx). */
 const sessionEnded = (error: unknown) => {
@@ -611,7 +613,7 @@ export class PgStore implements Store {
       });
     } catch (error) {
       // Nothing of the submission stays (the task, its job, the idempotency claim): all of it was one transaction.
-      const reason = (error as { code?: string }).code === REQUIRE_FAILED ? (error as Error).message : undefined;
+      const reason = failedCheck(error);
       if (reason === 'too_many_active_tasks') return { kind: 'too_many_active_tasks', limit: input.maxActiveTasks! };
       if (reason !== 'insufficient_credits') throw error;
       // The balance is read once the transaction has ended.
@@ -715,7 +717,7 @@ export class PgStore implements Store {
     try {
       await this.atomically([[SQL.completeUnchanged, [input.id, now, input.outputKey, input.outputUrl, input.outputExpiresAt, started.updatedAt]], ...statements]);
     } catch (error) {
-      if ((error as { code?: string }).code === REQUIRE_FAILED && (error as Error).message === 'task_moved') return undefined;
+      if (failedCheck(error) === 'task_moved') return undefined;
       throw error;
     }
     return { kind: 'succeeded', task };
@@ -842,8 +844,7 @@ export class PgStore implements Store {
         await this.atomically([this.jobs.completeStatement(input.job.id, { required: true }), [SQL.recordAttempt, values(input.redeliveries)]]);
         return true;
       } catch (error) {
-        const lost = (error as { code?: string }).code === REQUIRE_FAILED && (error as Error).message === 'claim_lost';
-        if (!lost) throw error;
+        if (failedCheck(error) !== 'claim_lost') throw error;
       }
       // Not this claim's job any more: nothing of the message stayed; the attempt was sent, so it is counted, settling nothing.
       await this.one(SQL.recordAttempt, values(SETTLES_NOTHING));
