@@ -46,7 +46,8 @@
  * is stopped when the run ends, fails or is interrupted. BENCHMARKS.md is
  * written by a whole full run (not with --no-write, --cpu-prof, --skip or
  * --only) and otherwise only with --write. For profiling one request kind:
- * `pnpm bench --quick --skip rss,scale,pipeline --only submit --cpu-prof`.
+ * `pnpm bench --quick --skip rss,scale,pipeline --only submit --cpu-prof` (the server and the floor each write a
+ * profile, the floor first).
  */
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -232,7 +233,7 @@ try {
     copyFileSync(main.dbPath, args['keep-store']);
     writeFileSync(`${args['keep-store']}.json`, JSON.stringify({ key: main.key, accountId: main.accountId, succeededId }));
   }
-  floor = await startNodeService('bench/http/floor.ts', [floorDb], {});
+  floor = await startNodeService('bench/http/floor.ts', [floorDb], {}, SERVER_NODE_ARGS);
   if (args.baseline) {
     const dir = join(work, 'baseline');
     mkdirSync(dir);

@@ -54,6 +54,10 @@ const { values } = parseArgs({
     // pgbench's protocols for the floor (bench/http/pg-floor.ts): `prepared` is the floor; `extended` plans every
     // statement every time, as the server did before it kept plans, and shows what keeping them is worth.
     'floor-protocols': { type: 'string', default: 'prepared' },
+    // Tasks per pgbench script for the floor: 1 is the server's design (each task's statements its own); n > 1 the
+    // floor of a design that writes n tasks in each statement and commit (bench/http/pg-floor.ts, batchedScript).
+    // `c<n>`: n tasks' statements as they are, with one commit per phase for the n.
+    'floor-batches': { type: 'string', default: '1' },
   },
   // `pnpm bench:pipeline -- --tasks 500` passes the `--` on; it is not the end of the options here.
   args: process.argv.slice(2).filter((arg) => arg !== '--'),
@@ -64,7 +68,7 @@ const CONCURRENCY = Number(values.concurrency);
 const PACED = Number(values.paced);
 const RATE = Number(values.rate);
 const STORES = values.stores!.split(',');
-const TOPOLOGIES = values.topologies!.split(',') as Topology[];
+const TOPOLOGIES = (values.topologies === 'none' ? [] : values.topologies!.split(',')) as Topology[];
 const ACCOUNTS = Number(values.accounts);
 /** VIDGEN_BENCH_SERVER_MAIN: another build's entry (relative to apps/server) for an A/B pair, e.g. `.dist-base/main.js`. */
 const MAIN = process.env.VIDGEN_BENCH_SERVER_MAIN ?? 'dist/main.js';
@@ -228,22 +232,28 @@ async function measure(name: string, database: Config['database'], topology: Top
 }
 
 /** The floor at each number of connections: pgbench, on a database migrated as the server's, with no server. */
-async function measureFloor(): Promise<{ clients: number; protocol: FloorProtocol; result: FloorResult }[]> {
+async function measureFloor(): Promise<{ clients: number; protocol: FloorProtocol; batch: string; result: FloorResult }[]> {
   const clients = values['floor-clients'] === 'none' ? [] : values['floor-clients']!.split(',').map(Number);
   if (clients.length && spawnSync('pgbench', ['--version']).error) {
     console.log('pgbench is not installed (Debian: postgresql-client): the PostgreSQL floor is left out.');
     return [];
   }
   const protocols = values['floor-protocols']!.split(',') as FloorProtocol[];
-  const results: { clients: number; protocol: FloorProtocol; result: FloorResult }[] = [];
+  // `c<n>`: n tasks' statements as they are, one commit per phase for all n (pg-floor.ts, combinedScript).
+  const batches = values['floor-batches']!.split(',');
+  const results: { clients: number; protocol: FloorProtocol; batch: string; result: FloorResult }[] = [];
   for (const n of clients) {
     for (const protocol of protocols) {
-      const database = await createTestDatabase();
-      try {
-        const { accountId } = await migrateWithAccount({ kind: 'postgres', url: database.url, poolSize: 2 }, 'floor', 1_000_000_000_000);
-        results.push({ clients: n, protocol, result: await runPostgresFloor(database.url, accountId, { clients: n, seconds: Number(values['floor-seconds']), protocol }) });
-      } finally {
-        await database.drop();
+      for (const batch of batches) {
+        const database = await createTestDatabase();
+        try {
+          const { accountId } = await migrateWithAccount({ kind: 'postgres', url: database.url, poolSize: 2 }, 'floor', 1_000_000_000_000);
+          const combined = batch.startsWith('c');
+          const result = await runPostgresFloor(database.url, accountId, { clients: n, seconds: Number(values['floor-seconds']), protocol, batch: Number(combined ? batch.slice(1) : batch), combined });
+          results.push({ clients: n, protocol, batch, result });
+        } finally {
+          await database.drop();
+        }
       }
     }
   }
@@ -251,7 +261,7 @@ async function measureFloor(): Promise<{ clients: number; protocol: FloorProtoco
 }
 
 const rows: Record<string, string>[] = [];
-let floor: { clients: number; protocol: FloorProtocol; result: FloorResult }[] = [];
+let floor: { clients: number; protocol: FloorProtocol; batch: string; result: FloorResult }[] = [];
 try {
   if (STORES.includes('sqlite')) {
     const sqliteDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-sqlite-'));
@@ -289,9 +299,9 @@ console.table(rows);
 // Markdown (lines not starting with │, so the table above stays the one pipeline-run.ts parses).
 if (floor.length) {
   console.log('\nThe PostgreSQL floor: the statements of a task run by pgbench on a database migrated as the server\'s, no server (bench/http/pg-floor.ts):\n');
-  console.log('| connections | protocol | tasks/s | tasks | failed |');
-  console.log('|---|---|---|---|---|');
-  for (const { clients, protocol, result } of floor) console.log(`| ${clients} | ${protocol} | ${result.tasksPerSecond.toFixed(0)} | ${result.tasks} | ${result.failed} |`);
+  console.log('| connections | protocol | tasks a script | tasks/s | tasks | failed |');
+  console.log('|---|---|---|---|---|---|');
+  for (const { clients, protocol, batch, result } of floor) console.log(`| ${clients} | ${protocol} | ${batch} | ${result.tasksPerSecond.toFixed(0)} | ${result.tasks} | ${result.failed} |`);
 }
 const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
 console.log('\nWhat a task costs its store (throughput window, per task; PostgreSQL transactions from pg_stat_database, statements and round trips counted at the client; SQLite transactions are write commits):\n');

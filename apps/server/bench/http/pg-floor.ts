@@ -60,6 +60,71 @@ WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_a
 UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-webhooks' AND id = :hook_job::uuid;
 `;
 
+/**
+ * The same work for `n` tasks at once (one script = n tasks): every statement above as one statement over the n
+ * tasks (their rows from generate_series), the balance charged once for all of them, one usage row per commit. What
+ * a server that batched across tasks would send: the floor of such a design, not of the server as it is.
+ */
+const batchedScript = (accountId: string, n: number) => {
+  const ids = `SELECT 'gen_' || :r || '_' || i FROM generate_series(1, ${n}) i`;
+  return `
+\\set r random(1, 9000000000000000000)
+\\set shard :r % 16
+BEGIN;
+INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url, credits_charged, deadline_at, created_at, updated_at)
+  SELECT 'gen_' || :r || '_' || i, '${accountId}', 'queued', 'vidgen-2.0', 'a lighthouse at dusk, waves breaking', 4, '16:9', '480p', 'text_to_video', '[]', NULL, 'https://127.0.0.1:9/hook', 10, now() + interval '30 minutes', now(), now() FROM generate_series(1, ${n}) i;
+WITH sent AS (INSERT INTO pgboss.job (name, data, expire_in) SELECT 'vidgen-instant', jsonb_build_object('taskId', 'gen_' || :r || '_' || i, 'kind', 'generate', 'attempt', 1, 'maxAttempts', 3), interval '60 seconds' FROM generate_series(1, ${n}) i RETURNING id)
+  SELECT array_agg(id)::text AS jobs, pg_notify('vidgen_jobs', 'instant') AS woken FROM sent
+\\gset
+WITH charged AS (UPDATE accounts SET balance = balance - ${10 * n} WHERE id = '${accountId}' AND balance >= ${10 * n} RETURNING balance),
+  ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after) SELECT '${accountId}', 'charge', -10, 'gen_' || :r || '_' || i, NULL, now(), balance + 10 * (${n} - i) FROM charged, generate_series(1, ${n}) i),
+  hourly AS (INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, ${10 * n} FROM charged
+             ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET credits_charged = usage_hourly_shards.credits_charged + excluded.credits_charged)
+  INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('day', now()), 'vidgen-2.0', :shard, ${10 * n} FROM charged
+  ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged;
+COMMIT;
+UPDATE pgboss.job SET state = 'active', started_on = now() WHERE name = 'vidgen-instant' AND id = ANY(:jobs::uuid[]) AND state < 'active';
+UPDATE tasks SET status = 'processing', updated_at = now() WHERE id IN (${ids}) AND status IN ('queued', 'processing');
+BEGIN;
+UPDATE tasks SET status = 'succeeded', output_key = id || '.mp4', output_url = 'https://127.0.0.1/files/' || id || '.mp4', output_expires_at = now() + interval '1 day', updated_at = now(), completed_at = now()
+  WHERE id IN (${ids}) AND status = 'processing';
+INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
+  SELECT 'msg_' || :r || '_' || i, 'gen_' || :r || '_' || i, '${accountId}', 'https://127.0.0.1:9/hook', 'task.succeeded', '${BODY}', 'pending', now(), now(), now() FROM generate_series(1, ${n}) i;
+WITH sent AS (INSERT INTO pgboss.job (name, data, expire_in) SELECT 'vidgen-webhooks', jsonb_build_object('taskId', 'gen_' || :r || '_' || i, 'kind', 'deliver', 'attempt', 1, 'maxAttempts', 20), interval '60 seconds' FROM generate_series(1, ${n}) i RETURNING id)
+  SELECT array_agg(id)::text AS hook_jobs, pg_notify('vidgen_jobs', 'webhooks') AS woken FROM sent
+\\gset
+INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, succeeded, seconds_delivered) VALUES ('${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, ${n}, ${4 * n})
+  ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET succeeded = usage_hourly_shards.succeeded + ${n}, seconds_delivered = usage_hourly_shards.seconds_delivered + ${4 * n};
+COMMIT;
+UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-instant' AND id = ANY(:jobs::uuid[]);
+UPDATE pgboss.job SET state = 'active', started_on = now() WHERE name = 'vidgen-webhooks' AND id = ANY(:hook_jobs::uuid[]) AND state < 'active';
+WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = now(), status = 'delivered', next_attempt_at = NULL, updated_at = now() WHERE task_id IN (${ids}) RETURNING id)
+  INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) SELECT id, now(), 204, NULL, 3 FROM d;
+UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-webhooks' AND id = ANY(:hook_jobs::uuid[]);
+`;
+};
+
+/**
+ * The per-task statements of `n` tasks in each transaction (one script = n tasks): each task's statements as they
+ * are, but one commit per phase for all n (their submissions, their completions, their deliveries). What combining
+ * the one-message transactions of concurrent tasks would save, without writing many tasks per statement.
+ */
+const combinedScript = (accountId: string, n: number) => {
+  const one = script(accountId);
+  const [sets, submit, rest] = [one.slice(0, one.indexOf('BEGIN;')), one.slice(one.indexOf('BEGIN;') + 6, one.indexOf('COMMIT;')), one.slice(one.indexOf('COMMIT;') + 7)];
+  const [claim, rest2] = [rest.slice(0, rest.indexOf('BEGIN;')), rest.slice(rest.indexOf('BEGIN;') + 6)];
+  const [complete, deliver] = [rest2.slice(0, rest2.indexOf('COMMIT;')), rest2.slice(rest2.indexOf('COMMIT;') + 7)];
+  const of = (part: string, k: number) =>
+    part
+      // One usage shard for the script's n tasks: with a shard each, two scripts lock shared rows in opposite orders.
+      .replace(/:shard\b/g, ':shard1')
+      .replace(/:(hook_job|hook_task|job|task|r)\b/g, `:$1${k}`)
+      .replace(/AS (hook_job|hook_task|job|task)\b/g, `AS $1${k}`)
+      .replace(/\\set (shard|r)\b/g, `\\set $1${k}`);
+  const each = (part: string) => Array.from({ length: n }, (_, i) => of(part, i + 1)).join('\n');
+  return `${each(sets)}\nBEGIN;\n${each(submit)}\nCOMMIT;\n${each(claim)}\nBEGIN;\n${each(complete)}\nCOMMIT;\nBEGIN;\n${each(deliver)}\nCOMMIT;\n`;
+};
+
 export interface FloorResult {
   tasksPerSecond: number;
   tasks: number;
@@ -77,11 +142,12 @@ export interface FloorResult {
  */
 export type FloorProtocol = 'prepared' | 'extended';
 
-export async function runPostgresFloor(url: string, accountId: string, options: { clients: number; seconds: number; protocol?: FloorProtocol }): Promise<FloorResult> {
+export async function runPostgresFloor(url: string, accountId: string, options: { clients: number; seconds: number; protocol?: FloorProtocol; batch?: number; combined?: boolean }): Promise<FloorResult> {
   const dir = mkdtempSync(join(tmpdir(), 'vidgen-pg-floor-'));
   try {
     const file = join(dir, 'task.sql');
-    writeFileSync(file, script(accountId));
+    const batch = options.batch ?? 1;
+    writeFileSync(file, batch > 1 ? (options.combined ? combinedScript(accountId, batch) : batchedScript(accountId, batch)) : script(accountId));
     const args = ['--no-vacuum', `--protocol=${options.protocol ?? 'prepared'}`, `--client=${options.clients}`, '--jobs=2', `--time=${options.seconds}`, `--file=${file}`, url];
     const output = await new Promise<string>((done, fail) =>
       execFile('pgbench', args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => (error ? fail(new Error(`pgbench failed: ${stderr || error.message}`)) : done(stdout + stderr))),
@@ -90,7 +156,7 @@ export async function runPostgresFloor(url: string, accountId: string, options: 
     const processed = /number of transactions actually processed: (\d+)/.exec(output);
     if (!tps || !processed) throw new Error(`pgbench printed no result:\n${output}`);
     const failed = /number of failed transactions: (\d+)/.exec(output);
-    return { tasksPerSecond: Number(tps[1]), tasks: Number(processed[1]), failed: failed ? Number(failed[1]) : 0 };
+    return { tasksPerSecond: Number(tps[1]) * batch, tasks: Number(processed[1]) * batch, failed: failed ? Number(failed[1]) * batch : 0 };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

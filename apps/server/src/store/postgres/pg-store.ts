@@ -40,6 +40,7 @@ import { SETTLES_NOTHING } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { newTaskRecord, rowMappers, type Row } from '../rows.js';
 import { kept, KeptPlans, type Statement } from './kept-plans.js';
+import { MessageCombiner, type Combinable, type UsageDelta } from './combined-messages.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Serialises migrations of processes starting at once (any constant shared by them). */
@@ -91,6 +92,15 @@ const TYPES = {
 const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
 
 /** The UTC hour and day `now` falls in: the keys of its usage totals. */
+/** The upsert of one usage shard row (`values`: its placeholders, in the columns' order), adding to the row there is. */
+const usageUpsert = (table: 'usage_hourly_shards' | 'usage_daily_shards', bucket: 'hour_start' | 'day_start', values: string) =>
+  `INSERT INTO ${table} (account_id, ${bucket}, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
+   VALUES ${values}
+   ON CONFLICT (account_id, ${bucket}, model, shard) DO UPDATE SET
+     credits_charged = ${table}.credits_charged + excluded.credits_charged, credits_refunded = ${table}.credits_refunded + excluded.credits_refunded,
+     succeeded = ${table}.succeeded + excluded.succeeded, failed = ${table}.failed + excluded.failed,
+     cancelled = ${table}.cancelled + excluded.cancelled, seconds_delivered = ${table}.seconds_delivered + excluded.seconds_delivered`;
+
 const usageBuckets = (now: Date) => ({
   hourStart: new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000),
   dayStart: new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000),
@@ -177,6 +187,12 @@ const SQL = {
               SELECT $1, $7::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
               ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged)
     SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`),
+  // chargeWithLedgerAndUsage without its usage totals: in a combined message they are summed, and written last.
+  chargeWithLedger: kept(`
+    WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
+    ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
+               SELECT $1, 'charge', -$2::bigint, $3::text, NULL, $4::timestamptz, balance FROM charged)
+    SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`),
   insertTask: kept(`INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
                                  webhook_url, credits_charged, deadline_at, created_at, updated_at)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)`),
@@ -198,21 +214,11 @@ const SQL = {
   usageTotals: usageTotalsFrom('usage_hourly', 'hour_start'),
   usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
   // Both running totals in one statement, each in shard $11 of its hour or day (see chargeWithLedgerAndUsage).
-  addUsageBoth: kept(`WITH hourly AS (
-                   INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-                   VALUES ($1, $2, $3, $11, $4, $5, $6, $7, $8, $9)
-                   ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET
-                     credits_charged = usage_hourly_shards.credits_charged + excluded.credits_charged,
-                     credits_refunded = usage_hourly_shards.credits_refunded + excluded.credits_refunded,
-                     succeeded = usage_hourly_shards.succeeded + excluded.succeeded, failed = usage_hourly_shards.failed + excluded.failed,
-                     cancelled = usage_hourly_shards.cancelled + excluded.cancelled, seconds_delivered = usage_hourly_shards.seconds_delivered + excluded.seconds_delivered)
-                 INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-                 VALUES ($1, $10, $3, $11, $4, $5, $6, $7, $8, $9)
-                 ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET
-                   credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged,
-                   credits_refunded = usage_daily_shards.credits_refunded + excluded.credits_refunded,
-                   succeeded = usage_daily_shards.succeeded + excluded.succeeded, failed = usage_daily_shards.failed + excluded.failed,
-                   cancelled = usage_daily_shards.cancelled + excluded.cancelled, seconds_delivered = usage_daily_shards.seconds_delivered + excluded.seconds_delivered`),
+  addUsageBoth: kept(`WITH hourly AS (${usageUpsert('usage_hourly_shards', 'hour_start', '($1, $2, $3, $11, $4, $5, $6, $7, $8, $9)')})
+                 ${usageUpsert('usage_daily_shards', 'day_start', '($1, $10, $3, $11, $4, $5, $6, $7, $8, $9)')}`),
+  // addUsageBoth's halves, for a combined message's summed totals (every hourly row before any daily one).
+  addUsageHour: kept(usageUpsert('usage_hourly_shards', 'hour_start', '($1, $2, $3, $10, $4, $5, $6, $7, $8, $9)')),
+  addUsageDay: kept(usageUpsert('usage_daily_shards', 'day_start', '($1, $2, $3, $10, $4, $5, $6, $7, $8, $9)')),
   // The shards of each hour summed (sum() of bigint is numeric: cast back).
   usageHours: `SELECT account_id, hour_start, model, sum(credits_charged)::bigint AS credits_charged, sum(credits_refunded)::bigint AS credits_refunded,
                       sum(succeeded)::int AS succeeded, sum(failed)::int AS failed, sum(cancelled)::int AS cancelled,
@@ -336,6 +342,8 @@ export class PgStore implements Store {
   readonly pool: pg.Pool;
   /** The hot one-message statements' plans, kept per connection. */
   readonly plans: KeptPlans;
+  /** Concurrent one-message transactions sent together (see combined-messages.ts). */
+  readonly combiner: MessageCombiner;
 
   constructor(
     connectionString: string,
@@ -353,6 +361,19 @@ export class PgStore implements Store {
       ...(keepPlans ? { options: '-c plan_cache_mode=force_generic_plan' } : {}),
     });
     this.plans = new KeptPlans(keepPlans, literal);
+    this.combiner = new MessageCombiner({
+      send: (statements) => this.atomically(statements),
+      usage: {
+        hourly: (key, counts, shard) => [SQL.addUsageHour, [key.accountId, key.hourStart, key.model, ...counts, shard]],
+        daily: (key, counts, shard) => [SQL.addUsageDay, [key.accountId, key.dayStart, key.model, ...counts, shard]],
+      },
+      answered: (error) => !sessionEnded(error),
+      // One message in flight while the next one gathers its callers: two or four measured no faster (BENCHMARKS.md,
+      // seventh pass), and a process's messages then never wait on each other.
+      lanes: 1,
+      maxCallers: 64,
+      shard: usageShard,
+    });
     // An idle client losing its connection must not crash the process; the next query reconnects.
     this.pool.on('error', () => {});
   }
@@ -575,20 +596,30 @@ export class PgStore implements Store {
     const { hourStart, dayStart } = usageBuckets(now);
     // Rows only this task has first; the rows every submission of the account shares (its balance, its usage
     // totals) last, so that they are locked only while the server runs the rest of the message and the commit.
-    const writes = async (response: StoredResponse): Promise<Statement[]> => [
+    const ownRows = async (response: StoredResponse): Promise<Statement[]> => [
       [SQL.insertTask, [task.id, task.accountId, TASK_STATES.queued, task.model, task.prompt, task.duration, task.aspectRatio, task.resolution, task.mode,
         JSON.stringify(task.mediaUrls), task.metadata === null ? null : JSON.stringify(task.metadata), task.webhookUrl, task.creditsCharged, task.deadlineAt, now]],
       await this.jobs.enqueueStatement({ kind: 'generate', taskId: task.id, provider: input.job.provider, maxAttempts: input.job.maxAttempts }),
       ...(idempotency ? [[SQL.storeIdempotentResponse, [task.accountId, idempotency.key, response.status, JSON.stringify(response.body)]] as Statement] : []),
+    ];
+    const activeCheck: Statement[] = input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]]] : [];
+    const writes = async (response: StoredResponse): Promise<Statement[]> => [
+      ...(await ownRows(response)),
       [SQL.chargeWithLedgerAndUsage, [task.accountId, task.creditsCharged, task.id, now, hourStart, task.model, dayStart, usageShard()]],
-      ...(input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]] as Statement] : []),
+      ...activeCheck,
     ];
     let outcome: SubmitOutcome;
     try {
       if (!idempotency) {
         // Task, job, charge and checks: one round trip, one transaction.
         const response = input.respond(created);
-        await this.atomically(await writes(response));
+        await this.combiner.send({
+          alone: await writes(response),
+          together: [...(await ownRows(response)), [SQL.chargeWithLedger, [task.accountId, task.creditsCharged, task.id, now]], ...activeCheck],
+          usage: [{ accountId: task.accountId, model: task.model, hourStart, dayStart, counts: [task.creditsCharged, 0, 0, 0, 0, 0] }],
+          rank: 1,
+          account: task.accountId,
+        });
         return { kind: 'created', task: created, response };
       }
       outcome = await this.transaction(async (client, tx): Promise<SubmitOutcome> => {
@@ -642,8 +673,8 @@ export class PgStore implements Store {
     return this.ending(async (client, tx): Promise<{ outcome: CancelOutcome; statements: Statement[] }> => {
       const cancelled = (await this.first(client, tx, [SQL.cancelTask, [input.accountId, input.id, input.now]])).rows[0] as Row | undefined;
       if (cancelled) {
-        const { task, statements } = await this.endingWrites(toTask(cancelled), input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
-        return { outcome: { kind: 'cancelled', task }, statements };
+        const { task, statements, usage } = await this.endingWrites(toTask(cancelled), input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
+        return { outcome: { kind: 'cancelled', task }, statements: [...statements, this.usageStatement(usage)] };
       }
       const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
       if (!row) return { outcome: { kind: 'not_found' }, statements: [] };
@@ -665,7 +696,7 @@ export class PgStore implements Store {
     moved: TaskRecord,
     now: Date,
     ending: { refund?: string; usage: Partial<Omit<UsageHour, 'hourStart' | 'model'>> },
-  ): Promise<{ task: TaskRecord; statements: Statement[] }> {
+  ): Promise<{ task: TaskRecord; statements: Statement[]; usage: UsageDelta }> {
     let task = moved;
     const statements: Statement[] = [];
     if (task.webhookUrl) {
@@ -681,9 +712,13 @@ export class PgStore implements Store {
     }
     const { hourStart, dayStart } = usageBuckets(now);
     const { usage } = ending;
-    const counts = [usage.creditsCharged ?? 0, usage.creditsRefunded ?? 0, usage.succeeded ?? 0, usage.failed ?? 0, usage.cancelled ?? 0, usage.secondsDelivered ?? 0];
-    statements.push([SQL.addUsageBoth, [task.accountId, hourStart, task.model, ...counts, dayStart, usageShard()]]);
-    return { task, statements };
+    const counts: UsageDelta['counts'] = [usage.creditsCharged ?? 0, usage.creditsRefunded ?? 0, usage.succeeded ?? 0, usage.failed ?? 0, usage.cancelled ?? 0, usage.secondsDelivered ?? 0];
+    return { task, statements, usage: { accountId: task.accountId, model: task.model, hourStart, dayStart, counts } };
+  }
+
+  /** A transaction's usage totals on their own, its last statement (the rows every task of the account shares). */
+  private usageStatement({ accountId, model, hourStart, dayStart, counts }: UsageDelta): Statement {
+    return [SQL.addUsageBoth, [accountId, hourStart, model, ...counts, dayStart, usageShard()]];
   }
 
   async startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
@@ -712,10 +747,11 @@ export class PgStore implements Store {
   ): Promise<CompleteOutcome | undefined> {
     const { now } = input;
     const moved: TaskRecord = { ...started, status: 'succeeded', outputKey: input.outputKey, outputUrl: input.outputUrl, outputExpiresAt: input.outputExpiresAt, updatedAt: now, completedAt: now, webhook: null };
-    const { task, statements } = await this.endingWrites(moved, now, { usage: { succeeded: 1, secondsDelivered: moved.duration } });
+    const { task, statements, usage } = await this.endingWrites(moved, now, { usage: { succeeded: 1, secondsDelivered: moved.duration } });
     if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
+    statements.unshift([SQL.completeUnchanged, [input.id, now, input.outputKey, input.outputUrl, input.outputExpiresAt, started.updatedAt]]);
     try {
-      await this.atomically([[SQL.completeUnchanged, [input.id, now, input.outputKey, input.outputUrl, input.outputExpiresAt, started.updatedAt]], ...statements]);
+      await this.combiner.send({ alone: [...statements, this.usageStatement(usage)], together: statements, usage: [usage], rank: 0 });
     } catch (error) {
       if (failedCheck(error) === 'task_moved') return undefined;
       throw error;
@@ -743,10 +779,10 @@ export class PgStore implements Store {
   ): Promise<{ outcome: CompleteOutcome; statements: Statement[] }> {
     const completed = (await this.first(client, tx, [SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt]])).rows[0] as Row | undefined;
     if (!completed) return { outcome: { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements } = await this.endingWrites(toTask(completed), input.now, { usage: { succeeded: 1, secondsDelivered: completed.duration } });
+    const { task, statements, usage } = await this.endingWrites(toTask(completed), input.now, { usage: { succeeded: 1, secondsDelivered: completed.duration } });
     // The claim's job completed with the task: one round trip less, and no task succeeded with its job still running.
     if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
-    return { outcome: { kind: 'succeeded', task }, statements };
+    return { outcome: { kind: 'succeeded', task }, statements: [...statements, this.usageStatement(usage)] };
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
@@ -757,8 +793,8 @@ export class PgStore implements Store {
   private async failTaskIn(client: pg.PoolClient, tx: Tx, input: { id: string; now: Date; code: string; message: string }): Promise<{ outcome: FailOutcome; statements: Statement[] }> {
     const failed = (await this.first(client, tx, [SQL.failTask, [input.id, input.now, input.code, input.message]])).rows[0] as Row | undefined;
     if (!failed) return { outcome: { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements } = await this.endingWrites(toTask(failed), input.now, { refund: input.code, usage: { creditsRefunded: failed.credits_charged, failed: 1 } });
-    return { outcome: { kind: 'failed', task }, statements };
+    const { task, statements, usage } = await this.endingWrites(toTask(failed), input.now, { refund: input.code, usage: { creditsRefunded: failed.credits_charged, failed: 1 } });
+    return { outcome: { kind: 'failed', task }, statements: [...statements, this.usageStatement(usage)] };
   }
 
   async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
@@ -841,7 +877,8 @@ export class PgStore implements Store {
       try {
         // The claim's completion and the attempt as one message, one transaction: one round trip where a lease check,
         // the record and the completion took three.
-        await this.atomically([this.jobs.completeStatement(input.job.id, { required: true }), [SQL.recordAttempt, values(input.redeliveries)]]);
+        const statements: Statement[] = [this.jobs.completeStatement(input.job.id, { required: true }), [SQL.recordAttempt, values(input.redeliveries)]];
+        await this.combiner.send({ alone: statements, together: statements, usage: [], rank: 0 });
         return true;
       } catch (error) {
         if (failedCheck(error) !== 'claim_lost') throw error;
