@@ -1,11 +1,12 @@
 /**
  * PostgreSQL's combined messages (src/store/postgres/combined-messages.ts): concurrent submissions, completions and
- * webhook attempts sent as one transaction, each caller's writes as if it had committed alone; a message one of whose
+ * webhook attempts sent as one transaction, each caller's writes as if it had committed alone; concurrent starts as
+ * one statement; a message one of whose
  * callers fails sent again as each caller's own; a lost connection's message not sent again; the order that keeps
  * two messages, or a message and a transaction on its own, from waiting on each other in a cycle. The order and the
  * fault handling also without a database (the combiner over a `send` of the test's).
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { newRequestId } from '../src/domain/ids.js';
 import { openBackend, type Backend } from '../src/store/open.js';
 import { combinedStatements, MessageCombiner, type Combinable, type UsageDelta } from '../src/store/postgres/combined-messages.js';
@@ -14,7 +15,7 @@ import type { Statement } from '../src/store/postgres/kept-plans.js';
 import type { NewTask, StartOutcome, StoredResponse, TaskRecord } from '../src/store/store.js';
 import { storeFaults } from './support/faults.js';
 import { createTestDatabase, hasPostgres } from './support/postgres.js';
-import { silentLogger } from './support.js';
+import { silentLogger, until } from './support.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
 const later = (ms: number) => new Date(now.getTime() + ms);
@@ -37,21 +38,21 @@ describe('the order of a combined message', () => {
     dayStart: new Date('2026-11-22T00:00:00.000Z'),
     counts,
   });
-  const caller = (name: string, rank: 0 | 1, account: string | undefined, usage: UsageDelta[]): Combinable => ({
+  const caller = (name: string, rank: 0 | 1, key: string, usage: UsageDelta[]): Combinable => ({
     alone: [[`${name} alone`, []]],
     together: [[`${name} a`, []], [`${name} b`, []]],
     usage,
     rank,
-    ...(account === undefined ? {} : { account }),
+    key,
   });
 
   it("puts existing tasks' writes first, then submissions by account, each caller's statements in its order; the usage summed last, every hourly row before any daily one, on one shard", () => {
     const statements = combinedStatements(
       [
         caller('submit acc_b', 1, 'acc_b', [delta('acc_b', 'm1', '10', [5, 0, 0, 0, 0, 0])]),
-        caller('complete', 0, undefined, [delta('acc_b', 'm1', '10', [0, 0, 1, 0, 0, 4])]),
+        caller('complete', 0, 'gen_2', [delta('acc_b', 'm1', '10', [0, 0, 1, 0, 0, 4])]),
         caller('submit acc_a', 1, 'acc_a', [delta('acc_a', 'm2', '11', [3, 0, 0, 0, 0, 0])]),
-        caller('attempt', 0, undefined, []),
+        caller('attempt', 0, 'msg_1', []),
         caller('submit acc_a again', 1, 'acc_a', [delta('acc_a', 'm1', '10', [3, 0, 0, 0, 0, 0]), delta('acc_a', 'm2', '10', [1, 0, 0, 0, 0, 0])]),
       ],
       usage,
@@ -99,30 +100,56 @@ describe('the order of a combined message', () => {
 
   it('sends the callers of one turn as one message, and one caller alone as its own', async () => {
     const { combine, sent } = combiner(() => undefined);
-    await Promise.all([combine.send(caller('x', 0, undefined, [])), combine.send(caller('y', 0, undefined, []))]);
-    await combine.send(caller('z', 0, undefined, []));
+    await Promise.all([combine.send(caller('x', 0, 'x', [])), combine.send(caller('y', 0, 'y', []))]);
+    await combine.send(caller('z', 0, 'z', []));
     expect(sent).toEqual([['x a', 'x b', 'y a', 'y b'], ['z alone']]);
     expect(combine.counts).toEqual({ messages: 2, callers: 3, combined: 2, sentAgainAlone: 0 });
   });
 
   it("sends a message PostgreSQL refused again as each caller's own: the one that fails fails alone, the others are done", async () => {
     const { combine, sent } = combiner((statements) => (statements.some(([text]) => text.startsWith('y')) ? answered : undefined));
-    const outcomes = await Promise.allSettled(['x', 'y', 'w'].map((name) => combine.send(caller(name, 0, undefined, []))));
+    const outcomes = await Promise.allSettled(['x', 'y', 'w'].map((name) => combine.send(caller(name, 0, name, []))));
     expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((outcomes[1] as PromiseRejectedResult).reason).toBe(answered);
-    expect(sent).toEqual([['x a', 'x b', 'y a', 'y b', 'w a', 'w b'], ['x alone'], ['y alone'], ['w alone']]);
+    // (Callers of existing tasks in the order of their keys.)
+    expect(sent).toEqual([['w a', 'w b', 'x a', 'x b', 'y a', 'y b'], ['x alone'], ['y alone'], ['w alone']]);
     expect(combine.counts.sentAgainAlone).toBe(3);
   });
 
   it('does not send again a message whose connection was lost (it may have committed): each caller gets the error', async () => {
     const lost = new Error('Connection terminated unexpectedly');
     const { combine, sent } = combiner(() => lost);
-    const outcomes = await Promise.allSettled(['x', 'y'].map((name) => combine.send(caller(name, 0, undefined, []))));
+    const outcomes = await Promise.allSettled(['x', 'y'].map((name) => combine.send(caller(name, 0, name, []))));
     expect(outcomes).toEqual([
       { status: 'rejected', reason: lost },
       { status: 'rejected', reason: lost },
     ]);
     expect(sent).toEqual([['x a', 'x b', 'y a', 'y b']]);
+  });
+
+  it("sends a refused message's callers again outside its lane: the next message does not wait for them", async () => {
+    const heldAlone: (() => void)[] = [];
+    const sent: string[][] = [];
+    const combine = new MessageCombiner({
+      send: (statements) => {
+        sent.push(statements.map(([text]) => text));
+        if (statements.length > 1 && statements.some(([text]) => text.startsWith('x'))) return Promise.reject(answered);
+        if (statements.length === 1) return new Promise<void>((done) => heldAlone.push(done));
+        return Promise.resolve();
+      },
+      usage,
+      answered: () => true,
+      lanes: 1,
+      maxCallers: 64,
+      shard: () => 0,
+    });
+    const refused = [combine.send(caller('x', 0, 'x', [])), combine.send(caller('y', 0, 'y', []))];
+    await until(() => heldAlone.length === 2);
+    // Both still waiting for their own transactions; the next callers go together meanwhile.
+    await Promise.all([combine.send(caller('v', 0, 'v', [])), combine.send(caller('w', 0, 'w', []))]);
+    expect(sent.at(-1)).toEqual(['v a', 'v b', 'w a', 'w b']);
+    for (const done of heldAlone) done();
+    await Promise.all(refused);
   });
 
   it('keeps at most its lanes in flight; callers arriving meanwhile go together in the next message', async () => {
@@ -139,16 +166,16 @@ describe('the order of a combined message', () => {
       maxCallers: 64,
       shard: () => 0,
     });
-    const first = combine.send(caller('x', 0, undefined, []));
+    const first = combine.send(caller('x', 0, 'x', []));
     await new Promise((resolve) => setImmediate(resolve));
-    const rest = [combine.send(caller('y', 0, undefined, [])), combine.send(caller('w', 0, undefined, []))];
+    const rest = [combine.send(caller('y', 0, 'y', [])), combine.send(caller('w', 0, 'w', []))];
     await new Promise((resolve) => setImmediate(resolve));
     expect(sent).toEqual([['x alone']]);
     held.shift()!();
     await first;
     // (The lane is freed once the message's promise has settled, and the next one gathered in the turn after.)
     for (let turn = 0; turn < 3; turn++) await new Promise((resolve) => setImmediate(resolve));
-    expect(sent).toEqual([['x alone'], ['y a', 'y b', 'w a', 'w b']]);
+    expect(sent).toEqual([['x alone'], ['w a', 'w b', 'y a', 'y b']]);
     held.shift()!();
     await Promise.all(rest);
   });
@@ -258,6 +285,24 @@ describe.skipIf(!hasPostgres)('combined messages on PostgreSQL', () => {
     expect(await first.store.usageHours({ accountId: 'acc_1', from: now, to: later(3_600_000) })).toEqual([
       { hourStart: now, model: 'vidgen-2.0', creditsCharged: 60, creditsRefunded: 0, succeeded: 6, failed: 0, cancelled: 0, secondsDelivered: 30 },
     ]);
+  });
+
+  it('starts concurrent tasks with one statement, each answered as its own start would be', async () => {
+    const submitted = await submitAll(first, Array.from({ length: 4 }, (_, i) => at(task('acc_1', 10, later(i)), later(i))));
+    const tasks = submitted.map((outcome) => (outcome as { task: TaskRecord }).task);
+    await first.store.cancelTask({ accountId: 'acc_1', id: tasks[1]!.id, now: later(5) });
+    const all = vi.spyOn(pg(first) as unknown as { all: (text: string, values: unknown[]) => Promise<unknown> }, 'all');
+    try {
+      const outcomes = await Promise.all(tasks.map((t, i) => first.store.startTask({ id: t.id, now: later(10 + i) })));
+      expect(all.mock.calls.filter(([text]) => text.includes('unnest'))).toHaveLength(1);
+      expect(outcomes[1]).toEqual({ kind: 'not_startable', status: 'cancelled' });
+      for (const i of [0, 2, 3]) {
+        expect(outcomes[i]).toMatchObject({ kind: 'started', task: { status: 'processing', updatedAt: later(10 + i) } });
+        expect((outcomes[i] as { task: TaskRecord }).task).toEqual(await first.store.getTask('acc_1', tasks[i]!.id));
+      }
+    } finally {
+      all.mockRestore();
+    }
   });
 
   it("sends a message one of whose callers fails again as each caller's own: short of credits, a task moved since its start", async () => {

@@ -14,8 +14,8 @@
  *
  * Deadlock-free by order. Transactions on their own take rows in one order: a task's own rows (the task, its jobs, its
  * delivery), then an account's balance, then that account's usage totals, hourly before daily. A combined message
- * keeps that order across all of its callers: the writes to existing tasks' rows first (completions, attempts), then
- * the submissions by account, and the usage totals last, summed per row, on one shard for the whole message, every
+ * keeps that order across all of its callers: the writes to existing tasks' rows first (completions, attempts, by
+ * task), then the submissions by account, and the usage totals last, summed per row, on one shard for the whole message, every
  * hourly row (in one sort order) before any daily one. Two messages, or a message and a transaction on its own, then
  * never wait for each other in a cycle. A caller's own statements are never reordered, only callers among
  * themselves, which is as if they had committed in another order: they were concurrent, so any order is theirs.
@@ -39,11 +39,12 @@ export interface Combinable {
   together: Statement[];
   usage: UsageDelta[];
   /**
-   * Where it goes in a combined message: 0, writes to rows of existing tasks (the task's own rows only); 1, a
-   * submission (rows of its own, then its account's balance), ordered by `account`.
+   * Where it goes in a combined message: 0, writes to rows of existing tasks (the task's own rows only), ordered by
+   * `key`, the task's (or its delivery's) id; 1, a submission (rows of its own, then its account's balance), ordered
+   * by `key`, its account's id.
    */
   rank: 0 | 1;
-  account?: string;
+  key: string;
 }
 
 export interface UsageStatements {
@@ -51,11 +52,11 @@ export interface UsageStatements {
   daily(key: { accountId: string; model: string; dayStart: Date }, counts: UsageDelta['counts'], shard: number): Statement;
 }
 
-/** The combined message's statements: callers in rank and account order, then the usage totals summed, hourly rows before daily ones. */
+/** The combined message's statements: callers in rank and key order, then the usage totals summed, hourly rows before daily ones. */
 export function combinedStatements(callers: Combinable[], usage: UsageStatements, shard: number): Statement[] {
   const ordered = callers
     .map((caller, arrival) => ({ caller, arrival }))
-    .sort((a, b) => a.caller.rank - b.caller.rank || compare(a.caller.account ?? '', b.caller.account ?? '') || a.arrival - b.arrival)
+    .sort((a, b) => a.caller.rank - b.caller.rank || compare(a.caller.key, b.caller.key) || a.arrival - b.arrival)
     .map(({ caller }) => caller);
   const hourly = new Map<string, { key: { accountId: string; model: string; hourStart: Date }; counts: UsageDelta['counts'] }>();
   const daily = new Map<string, { key: { accountId: string; model: string; dayStart: Date }; counts: UsageDelta['counts'] }>();
@@ -80,16 +81,74 @@ const sortedValues = <V>(sums: Map<string, V>): V[] => [...sums.entries()].sort(
 /** Code-unit order, the same in every process (not the locale's). */
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-interface Waiting {
-  caller: Combinable;
-  done: () => void;
-  fail: (error: unknown) => void;
+/** A caller's outcome in a batch: its value, or its own error. */
+export type Settled<O> = { ok: true; value: O } | { ok: false; error: unknown };
+
+/**
+ * Calls made in one event-loop turn, and those arriving while the previous batch is in flight, run as one batch
+ * (`run`, with every waiting input, at most `maxCallers`); at most `lanes` batches in flight at once. `run` answers
+ * each input's outcome in order, or a promise of it that settles after the batch has left its lane (work done per
+ * caller afterwards, which must not hold the next batch back); if it throws, every caller of the batch gets that error.
+ */
+export class Coalescer<I, O> {
+  private readonly waiting: { input: I; done: (value: O) => void; fail: (error: unknown) => void }[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+
+  constructor(
+    private readonly run: (inputs: I[]) => Promise<(Settled<O> | Promise<Settled<O>>)[]>,
+    private readonly options: { lanes: number; maxCallers: number },
+  ) {}
+
+  call(input: I): Promise<O> {
+    return new Promise<O>((done, fail) => {
+      this.waiting.push({ input, done, fail });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.options.lanes || this.waiting.length === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      while (this.inFlight < this.options.lanes && this.waiting.length > 0) {
+        this.inFlight++;
+        const batch = this.waiting.splice(0, this.options.maxCallers);
+        void this.settle(batch).finally(() => {
+          this.inFlight--;
+          this.schedule();
+        });
+      }
+    });
+  }
+
+  private async settle(batch: Coalescer<I, O>['waiting']): Promise<void> {
+    let outcomes: (Settled<O> | Promise<Settled<O>>)[];
+    try {
+      outcomes = await this.run(batch.map(({ input }) => input));
+    } catch (error) {
+      for (const { fail } of batch) fail(error);
+      return;
+    }
+    batch.forEach(({ done, fail }, i) => {
+      const apply = (outcome: Settled<O> | undefined) => {
+        if (!outcome) fail(new Error('a batch answered fewer outcomes than it had callers'));
+        else if (outcome.ok) done(outcome.value);
+        else fail(outcome.error);
+      };
+      const outcome = outcomes[i];
+      if (outcome instanceof Promise) void outcome.then(apply, fail);
+      else apply(outcome);
+    });
+  }
 }
 
+/** `work`'s outcome as a Settled. */
+export const settled = <O>(work: Promise<O>): Promise<Settled<O>> => work.then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }));
+
 export class MessageCombiner {
-  private readonly waiting: Waiting[] = [];
-  private sending = 0;
-  private scheduled = false;
+  private readonly calls: Coalescer<Combinable, void>;
   /** Messages sent and callers they carried (combined or alone), for tests and the benchmark. */
   readonly counts = { messages: 0, callers: 0, combined: 0, sentAgainAlone: 0 };
 
@@ -106,58 +165,30 @@ export class MessageCombiner {
       maxCallers: number;
       shard: () => number;
     },
-  ) {}
+  ) {
+    this.calls = new Coalescer((callers) => this.run(callers), options);
+  }
 
   /** Resolves once the caller's statements have committed (with others, or alone); rejects with its own failure. */
   send(caller: Combinable): Promise<void> {
-    return new Promise<void>((done, fail) => {
-      this.waiting.push({ caller, done, fail });
-      this.schedule();
-    });
+    return this.calls.call(caller);
   }
 
-  /** The callers of this event-loop turn go together, on a lane that is free. */
-  private schedule(): void {
-    if (this.scheduled || this.sending >= this.options.lanes || this.waiting.length === 0) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      while (this.sending < this.options.lanes && this.waiting.length > 0) {
-        this.sending++;
-        void this.run(this.waiting.splice(0, this.options.maxCallers)).finally(() => {
-          this.sending--;
-          this.schedule();
-        });
-      }
-    });
-  }
-
-  private async run(batch: Waiting[]): Promise<void> {
+  private async run(callers: Combinable[]): Promise<(Settled<void> | Promise<Settled<void>>)[]> {
     this.counts.messages++;
-    this.counts.callers += batch.length;
-    if (batch.length === 1) return this.alone(batch[0]!);
-    this.counts.combined += batch.length;
+    this.counts.callers += callers.length;
+    if (callers.length === 1) return [await settled(this.options.send(callers[0]!.alone))];
+    this.counts.combined += callers.length;
     try {
-      await this.options.send(combinedStatements(batch.map(({ caller }) => caller), this.options.usage, this.options.shard()));
+      await this.options.send(combinedStatements(callers, this.options.usage, this.options.shard()));
     } catch (error) {
-      if (!this.options.answered(error)) {
-        for (const { fail } of batch) fail(error);
-        return;
-      }
-      // Nothing of the message stayed: each caller's transaction on its own, as if never combined.
-      this.counts.sentAgainAlone += batch.length;
-      await Promise.all(batch.map((waiting) => this.alone(waiting)));
-      return;
+      // Whether it committed is unknown: each caller gets the error, as it would have alone (the Coalescer passes it on).
+      if (!this.options.answered(error)) throw error;
+      // Nothing of the message stayed: each caller's transaction on its own, as if never combined (outside the lane,
+      // which the next message may have meanwhile).
+      this.counts.sentAgainAlone += callers.length;
+      return callers.map((caller) => settled(this.options.send(caller.alone)));
     }
-    for (const { done } of batch) done();
-  }
-
-  private async alone({ caller, done, fail }: Waiting): Promise<void> {
-    try {
-      await this.options.send(caller.alone);
-      done();
-    } catch (error) {
-      fail(error);
-    }
+    return callers.map(() => ({ ok: true, value: undefined }));
   }
 }

@@ -40,7 +40,7 @@ import { SETTLES_NOTHING } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { newTaskRecord, rowMappers, type Row } from '../rows.js';
 import { kept, KeptPlans, type Statement } from './kept-plans.js';
-import { MessageCombiner, type Combinable, type UsageDelta } from './combined-messages.js';
+import { Coalescer, MessageCombiner, settled, type Settled, type UsageDelta } from './combined-messages.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Serialises migrations of processes starting at once (any constant shared by them). */
@@ -56,6 +56,13 @@ const REQUIRE_FAILED = 'VG001';
 const failedCheck = (error: unknown) => ((error as { code?: unknown }).code === REQUIRE_FAILED ? (error as Error).message : undefined);
 
 /** Whether `error` leaves its connection unusable: not an answer of PostgreSQL's (a lost socket), or one ending the session (57P0x, 08xxx). */
+/**
+ * Whether PostgreSQL answered the statement with an error (its transaction then rolled back, the connection still
+ * usable): an error of its protocol (a SQLSTATE) that does not end the session. Not a socket's (ECONNRESET, EPIPE…),
+ * after which a message may have committed without its answer arriving.
+ */
+const answeredByPostgres = (error: unknown) => error instanceof pg.DatabaseError && !/^(57P0|08)/.test(error.code ?? '');
+
 const sessionEnded = (error: unknown) => {
   const code = (error as { code?: unknown }).code;
   return typeof code !== 'string' || /^(57P0|08)/.test(code);
@@ -176,18 +183,7 @@ const SQL = {
   // (0007_usage_shards.sql), picked at random, so concurrent transactions of the account seldom wait for each other's.
   // Sent with its checks and the COMMIT as one message (commitWith): the balance row, which every submission of the
   // account locks, is held for this statement and the commit only, not for a round trip to the client in between.
-  chargeWithLedgerAndUsage: kept(`
-    WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
-    ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
-               SELECT $1, 'charge', -$2::bigint, $3::text, NULL, $4::timestamptz, balance FROM charged),
-    hourly AS (INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-               SELECT $1, $5::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
-               ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET credits_charged = usage_hourly_shards.credits_charged + excluded.credits_charged),
-    daily AS (INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
-              SELECT $1, $7::timestamptz, $6::text, $8::smallint, $2, 0, 0, 0, 0, 0 FROM charged
-              ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged)
-    SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`),
-  // chargeWithLedgerAndUsage without its usage totals: in a combined message they are summed, and written last.
+  // The charge and its ledger entry (with the balance it left); the usage totals are statements of their own after it.
   chargeWithLedger: kept(`
     WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
     ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
@@ -213,10 +209,9 @@ const SQL = {
   creditsHeld: `SELECT coalesce(sum(credits_charged), 0)::bigint AS held, count(*)::int AS active FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   usageTotals: usageTotalsFrom('usage_hourly', 'hour_start'),
   usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
-  // Both running totals in one statement, each in shard $11 of its hour or day (see chargeWithLedgerAndUsage).
-  addUsageBoth: kept(`WITH hourly AS (${usageUpsert('usage_hourly_shards', 'hour_start', '($1, $2, $3, $11, $4, $5, $6, $7, $8, $9)')})
-                 ${usageUpsert('usage_daily_shards', 'day_start', '($1, $10, $3, $11, $4, $5, $6, $7, $8, $9)')}`),
-  // addUsageBoth's halves, for a combined message's summed totals (every hourly row before any daily one).
+  // The running totals, each in a shard of its hour or day: the hourly row always before the daily one, in every
+  // transaction (two statements, not one with a WITH, whose parts PostgreSQL runs in an order of its own), as
+  // combined messages take all their hourly rows before any daily one (combined-messages.ts).
   addUsageHour: kept(usageUpsert('usage_hourly_shards', 'hour_start', '($1, $2, $3, $10, $4, $5, $6, $7, $8, $9)')),
   addUsageDay: kept(usageUpsert('usage_daily_shards', 'day_start', '($1, $2, $3, $10, $4, $5, $6, $7, $8, $9)')),
   // The shards of each hour summed (sum() of bigint is numeric: cast back).
@@ -239,6 +234,14 @@ const SQL = {
                 (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
                 (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
                 (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`),
+  // startTask for many tasks at once, each with its own instant (not kept: a plan made for the number of ids given).
+  startTasks: `UPDATE tasks SET status = 'processing', updated_at = s.started_at
+               FROM unnest($1::text[], $2::timestamptz[]) AS s (start_id, started_at)
+               WHERE tasks.id = s.start_id AND tasks.status IN ${inList(ACTIVE_STATES)}
+               RETURNING ${TASK_COLUMNS},
+                 (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
+                 (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
+                 (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`,
   completeTask: kept(`UPDATE tasks SET status = 'succeeded', output_key = $3, output_url = $4, output_expires_at = $5, updated_at = $2, completed_at = $2
                  WHERE id = $1 AND status IN ${inList(statesLeadingTo('succeeded'))}
                  RETURNING ${TASK_COLUMNS}`),
@@ -344,6 +347,12 @@ export class PgStore implements Store {
   readonly plans: KeptPlans;
   /** Concurrent one-message transactions sent together (see combined-messages.ts). */
   readonly combiner: MessageCombiner;
+  /**
+   * Concurrent starts as one statement (a worker starts the jobs of a claim together): one commit for all of them
+   * where each was a transaction of its own. Each task's row as its own start would have answered it; a statement
+   * PostgreSQL refuses (a deadlock broken between two processes' starts of the same tasks) is sent again per task.
+   */
+  private readonly starts = new Coalescer<{ id: string; now: Date }, Row | undefined>((inputs) => this.startEach(inputs), { lanes: 1, maxCallers: 64 });
 
   constructor(
     connectionString: string,
@@ -367,7 +376,7 @@ export class PgStore implements Store {
         hourly: (key, counts, shard) => [SQL.addUsageHour, [key.accountId, key.hourStart, key.model, ...counts, shard]],
         daily: (key, counts, shard) => [SQL.addUsageDay, [key.accountId, key.dayStart, key.model, ...counts, shard]],
       },
-      answered: (error) => !sessionEnded(error),
+      answered: answeredByPostgres,
       // One message in flight while the next one gathers its callers: two or four measured no faster (BENCHMARKS.md,
       // seventh pass), and a process's messages then never wait on each other.
       lanes: 1,
@@ -603,23 +612,15 @@ export class PgStore implements Store {
       ...(idempotency ? [[SQL.storeIdempotentResponse, [task.accountId, idempotency.key, response.status, JSON.stringify(response.body)]] as Statement] : []),
     ];
     const activeCheck: Statement[] = input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]]] : [];
-    const writes = async (response: StoredResponse): Promise<Statement[]> => [
-      ...(await ownRows(response)),
-      [SQL.chargeWithLedgerAndUsage, [task.accountId, task.creditsCharged, task.id, now, hourStart, task.model, dayStart, usageShard()]],
-      ...activeCheck,
-    ];
+    const charge: Statement = [SQL.chargeWithLedger, [task.accountId, task.creditsCharged, task.id, now]];
+    const usage: UsageDelta = { accountId: task.accountId, model: task.model, hourStart, dayStart, counts: [task.creditsCharged, 0, 0, 0, 0, 0] };
     let outcome: SubmitOutcome;
     try {
       if (!idempotency) {
         // Task, job, charge and checks: one round trip, one transaction.
         const response = input.respond(created);
-        await this.combiner.send({
-          alone: await writes(response),
-          together: [...(await ownRows(response)), [SQL.chargeWithLedger, [task.accountId, task.creditsCharged, task.id, now]], ...activeCheck],
-          usage: [{ accountId: task.accountId, model: task.model, hourStart, dayStart, counts: [task.creditsCharged, 0, 0, 0, 0, 0] }],
-          rank: 1,
-          account: task.accountId,
-        });
+        const together = [...(await ownRows(response)), charge, ...activeCheck];
+        await this.combiner.send({ alone: [...together, ...this.usageStatements(usage)], together, usage: [usage], rank: 1, key: task.accountId });
         return { kind: 'created', task: created, response };
       }
       outcome = await this.transaction(async (client, tx): Promise<SubmitOutcome> => {
@@ -639,7 +640,7 @@ export class PgStore implements Store {
         }
         // Answered once the key is this transaction's.
         const response = input.respond(created);
-        await this.commitWith(client, tx, await writes(response));
+        await this.commitWith(client, tx, [...(await ownRows(response)), charge, ...activeCheck, ...this.usageStatements(usage)]);
         return { kind: 'created', task: created, response };
       });
     } catch (error) {
@@ -674,7 +675,7 @@ export class PgStore implements Store {
       const cancelled = (await this.first(client, tx, [SQL.cancelTask, [input.accountId, input.id, input.now]])).rows[0] as Row | undefined;
       if (cancelled) {
         const { task, statements, usage } = await this.endingWrites(toTask(cancelled), input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
-        return { outcome: { kind: 'cancelled', task }, statements: [...statements, this.usageStatement(usage)] };
+        return { outcome: { kind: 'cancelled', task }, statements: [...statements, ...this.usageStatements(usage)] };
       }
       const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
       if (!row) return { outcome: { kind: 'not_found' }, statements: [] };
@@ -716,15 +717,35 @@ export class PgStore implements Store {
     return { task, statements, usage: { accountId: task.accountId, model: task.model, hourStart, dayStart, counts } };
   }
 
-  /** A transaction's usage totals on their own, its last statement (the rows every task of the account shares). */
-  private usageStatement({ accountId, model, hourStart, dayStart, counts }: UsageDelta): Statement {
-    return [SQL.addUsageBoth, [accountId, hourStart, model, ...counts, dayStart, usageShard()]];
+  /** A transaction's usage totals on their own, its last statements (the rows every task of the account shares), hourly first. */
+  private usageStatements({ accountId, model, hourStart, dayStart, counts }: UsageDelta): Statement[] {
+    const shard = usageShard();
+    return [
+      [SQL.addUsageHour, [accountId, hourStart, model, ...counts, shard]],
+      [SQL.addUsageDay, [accountId, dayStart, model, ...counts, shard]],
+    ];
   }
 
   async startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
-    const started = await this.one(SQL.startTask, [input.id, input.now]);
+    const started = await this.starts.call(input);
     if (started) return { kind: 'started', task: toTask(started) };
     return { kind: 'not_startable', status: (await this.one(SQL.selectTaskById, [input.id]))?.status };
+  }
+
+  private async startEach(inputs: { id: string; now: Date }[]): Promise<Settled<Row | undefined>[]> {
+    const alone = (input: { id: string; now: Date }) => settled(this.one(SQL.startTask, [input.id, input.now]));
+    if (inputs.length === 1) return [await alone(inputs[0]!)];
+    // In id order, as two processes starting some of the same tasks then take their rows.
+    const sorted = [...inputs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    let rows: Row[];
+    try {
+      rows = await this.all(SQL.startTasks, [sorted.map(({ id }) => id), sorted.map(({ now }) => now)]);
+    } catch (error) {
+      if (!answeredByPostgres(error)) throw error;
+      return Promise.all(inputs.map(alone));
+    }
+    const byId = new Map(rows.map((row) => [row.id as string, row]));
+    return inputs.map(({ id }) => ({ ok: true, value: byId.get(id) }));
   }
 
   async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string; started?: TaskRecord }): Promise<CompleteOutcome> {
@@ -751,7 +772,7 @@ export class PgStore implements Store {
     if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
     statements.unshift([SQL.completeUnchanged, [input.id, now, input.outputKey, input.outputUrl, input.outputExpiresAt, started.updatedAt]]);
     try {
-      await this.combiner.send({ alone: [...statements, this.usageStatement(usage)], together: statements, usage: [usage], rank: 0 });
+      await this.combiner.send({ alone: [...statements, ...this.usageStatements(usage)], together: statements, usage: [usage], rank: 0, key: input.id });
     } catch (error) {
       if (failedCheck(error) === 'task_moved') return undefined;
       throw error;
@@ -782,7 +803,7 @@ export class PgStore implements Store {
     const { task, statements, usage } = await this.endingWrites(toTask(completed), input.now, { usage: { succeeded: 1, secondsDelivered: completed.duration } });
     // The claim's job completed with the task: one round trip less, and no task succeeded with its job still running.
     if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
-    return { outcome: { kind: 'succeeded', task }, statements: [...statements, this.usageStatement(usage)] };
+    return { outcome: { kind: 'succeeded', task }, statements: [...statements, ...this.usageStatements(usage)] };
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
@@ -794,7 +815,7 @@ export class PgStore implements Store {
     const failed = (await this.first(client, tx, [SQL.failTask, [input.id, input.now, input.code, input.message]])).rows[0] as Row | undefined;
     if (!failed) return { outcome: { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
     const { task, statements, usage } = await this.endingWrites(toTask(failed), input.now, { refund: input.code, usage: { creditsRefunded: failed.credits_charged, failed: 1 } });
-    return { outcome: { kind: 'failed', task }, statements: [...statements, this.usageStatement(usage)] };
+    return { outcome: { kind: 'failed', task }, statements: [...statements, ...this.usageStatements(usage)] };
   }
 
   async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
@@ -878,7 +899,7 @@ export class PgStore implements Store {
         // The claim's completion and the attempt as one message, one transaction: one round trip where a lease check,
         // the record and the completion took three.
         const statements: Statement[] = [this.jobs.completeStatement(input.job.id, { required: true }), [SQL.recordAttempt, values(input.redeliveries)]];
-        await this.combiner.send({ alone: statements, together: statements, usage: [], rank: 0 });
+        await this.combiner.send({ alone: statements, together: statements, usage: [], rank: 0, key: input.deliveryId });
         return true;
       } catch (error) {
         if (failedCheck(error) !== 'claim_lost') throw error;
