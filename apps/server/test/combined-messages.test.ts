@@ -305,6 +305,24 @@ describe.skipIf(!hasPostgres)('combined messages on PostgreSQL', () => {
     }
   });
 
+  it("reads concurrent tasks' pending deliveries with one statement, each as its own read answers it", async () => {
+    const submitted = await submitAll(first, Array.from({ length: 4 }, (_, i) => at(task('acc_1', 10, later(i), i === 3 ? { webhookUrl: null } : {}), later(i))));
+    const tasks = submitted.map((outcome) => (outcome as { task: TaskRecord }).task);
+    // Pending deliveries for the first three (cancelled: their events written), none for the fourth (no webhook URL).
+    for (const t of tasks) await first.store.cancelTask({ accountId: 'acc_1', id: t.id, now: later(5) });
+    const alone = [];
+    for (const t of tasks) alone.push(await first.store.pendingDelivery(t.id, later(6)));
+    expect(alone.map((read) => read?.delivery.status)).toEqual(['pending', 'pending', 'pending', undefined]);
+    const all = vi.spyOn(pg(first) as unknown as { all: (text: string, values: unknown[]) => Promise<unknown> }, 'all');
+    try {
+      const together = await Promise.all(tasks.map((t) => first.store.pendingDelivery(t.id, later(6))));
+      expect(all.mock.calls.filter(([text]) => text.includes('ANY'))).toHaveLength(1);
+      expect(together).toEqual(alone);
+    } finally {
+      all.mockRestore();
+    }
+  });
+
   it("sends a message one of whose callers fails again as each caller's own: short of credits, a task moved since its start", async () => {
     await pg(first).pool.query(`UPDATE accounts SET balance = 95 WHERE id = 'acc_1'`);
     const before = { ...pg(first).combiner.counts };

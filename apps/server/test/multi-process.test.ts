@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openBackend, type Backend } from '../src/store/open.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
-import { silentLogger, SUBMIT } from './support.js';
+import { silentLogger, SUBMIT, until } from './support.js';
 import { createAccountWithKey, freePort, pipelineEnv, startServerProcess, startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from './support/pipeline-processes.js';
 import { createTestDatabase, hasPostgres } from './support/postgres.js';
 
@@ -88,12 +88,16 @@ describe.skipIf(!hasPostgres)('API and worker processes on one PostgreSQL', () =
     expect(((await long.json()) as { status: string }).status).not.toBe('queued');
     expect(Date.now() - polled).toBeLessThan(15_000);
 
+    const activeGenerations = async () =>
+      ((await (backend.store as PgStore).pool.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'vidgen-instant' AND state = 'active'`)).rows[0] as { n: number }).n;
     const ids = [first];
     let killed = false;
     for (let i = 1; i < TASKS; i += 20) {
       ids.push(...(await Promise.all(Array.from({ length: Math.min(20, TASKS - i) }, (_, j) => submit(i + j)))));
       if (!killed && received.length >= 40) {
-        // Mid-run: worker 1 holds jobs (8 at a time, 150 ms each) and dies without a word.
+        // Mid-run: worker 1 holds jobs (8 at a time, 150 ms each) and dies without a word. More generation jobs
+        // running than worker 2's 8 slots means some are worker 1's (right after a batch its claims may be in flight).
+        await until(async () => (await activeGenerations()) > 8);
         worker1!.child.kill('SIGKILL');
         killed = true;
       }

@@ -137,9 +137,7 @@ export class Coalescer<I, O> {
         else if (outcome.ok) done(outcome.value);
         else fail(outcome.error);
       };
-      const outcome = outcomes[i];
-      if (outcome instanceof Promise) void outcome.then(apply, fail);
-      else apply(outcome);
+      void Promise.resolve(outcomes[i]).then(apply, fail);
     });
   }
 }

@@ -55,18 +55,17 @@ const REQUIRE_FAILED = 'VG001';
 /** The check of vidgen_require() that failed `error`'s message (`insufficient_credits`, `claim_lost`, …), if that is what failed it. */
 const failedCheck = (error: unknown) => ((error as { code?: unknown }).code === REQUIRE_FAILED ? (error as Error).message : undefined);
 
-/** Whether `error` leaves its connection unusable: not an answer of PostgreSQL's (a lost socket), or one ending the session (57P0x, 08xxx). */
 /**
  * Whether PostgreSQL answered the statement with an error (its transaction then rolled back, the connection still
- * usable): an error of its protocol (a SQLSTATE) that does not end the session. Not a socket's (ECONNRESET, EPIPE…),
- * after which a message may have committed without its answer arriving.
+ * usable): an error of its protocol (a SQLSTATE) that neither ends the session (FATAL, PANIC; 57P0x, 08xxx) nor came
+ * instead of a connection (too many connections, say). Not a socket's (ECONNRESET, EPIPE…), after which a message may
+ * have committed without its answer arriving.
  */
-const answeredByPostgres = (error: unknown) => error instanceof pg.DatabaseError && !/^(57P0|08)/.test(error.code ?? '');
+const answeredByPostgres = (error: unknown) =>
+  error instanceof pg.DatabaseError && error.severity !== 'FATAL' && error.severity !== 'PANIC' && !/^(57P0|08)/.test(error.code ?? '');
 
-const sessionEnded = (error: unknown) => {
-  const code = (error as { code?: unknown }).code;
-  return typeof code !== 'string' || /^(57P0|08)/.test(code);
-};
+/** Whether `error` leaves its connection unusable: anything but an answer of PostgreSQL's on a live session. */
+const sessionEnded = (error: unknown) => !answeredByPostgres(error);
 
 export type Queryable = Pick<pg.PoolClient, 'query'>;
 export type { Statement };
@@ -234,10 +233,12 @@ const SQL = {
                 (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
                 (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
                 (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`),
-  // startTask for many tasks at once, each with its own instant (not kept: a plan made for the number of ids given).
-  startTasks: `UPDATE tasks SET status = 'processing', updated_at = s.started_at
-               FROM unnest($1::text[], $2::timestamptz[]) AS s (start_id, started_at)
-               WHERE tasks.id = s.start_id AND tasks.status IN ${inList(ACTIVE_STATES)}
+  // startTask for many tasks at once, each with its own instant. The rows locked first, in id order (whatever the
+  // plan's join order): two processes starting some of the same tasks then never wait on each other in a cycle.
+  startTasks: `WITH locked AS (SELECT id AS locked_id FROM tasks WHERE id = ANY($1::text[]) AND status IN ${inList(ACTIVE_STATES)} ORDER BY id FOR NO KEY UPDATE)
+               UPDATE tasks SET status = 'processing', updated_at = s.vidgen_started_at
+               FROM unnest($1::text[], $2::timestamptz[]) AS s (vidgen_start_id, vidgen_started_at), locked
+               WHERE tasks.id = s.vidgen_start_id AND tasks.id = locked.locked_id AND tasks.status IN ${inList(ACTIVE_STATES)}
                RETURNING ${TASK_COLUMNS},
                  (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
                  (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
@@ -259,6 +260,9 @@ const SQL = {
   // A webhook attempt's delivery and the account's signing secrets, in one read.
   pendingDelivery: kept(`SELECT ${DELIVERY_COLUMNS}, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
                          FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE d.task_id = $1 AND d.status = 'pending'`),
+  // pendingDelivery for many tasks at once (webhook runs claimed together).
+  pendingDeliveries: kept(`SELECT ${DELIVERY_COLUMNS}, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
+                           FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE d.task_id = ANY($1::text[]) AND d.status = 'pending'`),
   // One statement (the attempt and the delivery's counts), atomic on its own: one round trip.
   recordAttempt: kept(`WITH recorded AS (
                          INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $3, $6, $7, $8))
@@ -353,6 +357,8 @@ export class PgStore implements Store {
    * PostgreSQL refuses (a deadlock broken between two processes' starts of the same tasks) is sent again per task.
    */
   private readonly starts = new Coalescer<{ id: string; now: Date }, Row | undefined>((inputs) => this.startEach(inputs), { lanes: 1, maxCallers: 64 });
+  /** Concurrent reads of a pending delivery (webhook runs claimed together) as one statement. */
+  private readonly pendingReads = new Coalescer<string, Row | undefined>((taskIds) => this.readPendingEach(taskIds), { lanes: 1, maxCallers: 64 });
 
   constructor(
     connectionString: string,
@@ -363,6 +369,8 @@ export class PgStore implements Store {
     this.pool = new pg.Pool({
       connectionString,
       max: options.poolSize ?? 10,
+      // A connection whose peer went away unannounced is found out (a start or a combined message waits on it otherwise).
+      keepAlive: true,
       types: TYPES,
       // A kept plan is generic: PostgreSQL would otherwise plan each execution again whenever a generic plan looks
       // costlier than one made for the values, as on pg-boss's job table, partitioned by lane (pruned when it runs
@@ -735,11 +743,9 @@ export class PgStore implements Store {
   private async startEach(inputs: { id: string; now: Date }[]): Promise<Settled<Row | undefined>[]> {
     const alone = (input: { id: string; now: Date }) => settled(this.one(SQL.startTask, [input.id, input.now]));
     if (inputs.length === 1) return [await alone(inputs[0]!)];
-    // In id order, as two processes starting some of the same tasks then take their rows.
-    const sorted = [...inputs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     let rows: Row[];
     try {
-      rows = await this.all(SQL.startTasks, [sorted.map(({ id }) => id), sorted.map(({ now }) => now)]);
+      rows = await this.all(SQL.startTasks, [inputs.map(({ id }) => id), inputs.map(({ now }) => now)]);
     } catch (error) {
       if (!answeredByPostgres(error)) throw error;
       return Promise.all(inputs.map(alone));
@@ -933,8 +939,22 @@ export class PgStore implements Store {
   }
 
   async pendingDelivery(taskId: string, now: Date): Promise<{ delivery: DeliveryRecord; secrets: string[] } | undefined> {
-    const row = await this.one(SQL.pendingDelivery, [taskId]);
+    const row = await this.pendingReads.call(taskId);
     return row && { delivery: toDelivery(row), secrets: secretsOf(row, now) };
+  }
+
+  private async readPendingEach(taskIds: string[]): Promise<Settled<Row | undefined>[]> {
+    const alone = (taskId: string) => settled(this.one(SQL.pendingDelivery, [taskId]));
+    if (taskIds.length === 1) return [await alone(taskIds[0]!)];
+    let rows: Row[];
+    try {
+      rows = await this.all(SQL.pendingDeliveries, [taskIds]);
+    } catch (error) {
+      if (!answeredByPostgres(error)) throw error;
+      return Promise.all(taskIds.map(alone));
+    }
+    const byTask = new Map(rows.map((row) => [row.task_id as string, row]));
+    return taskIds.map((taskId) => ({ ok: true, value: byTask.get(taskId) }));
   }
 
   async rotateWebhookSecret(input: { accountId: string; secret: string; previousValidUntil: Date }): Promise<boolean> {
