@@ -97,7 +97,6 @@ const TYPES = {
 
 const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
 
-/** The UTC hour and day `now` falls in: the keys of its usage totals. */
 /** The upsert of one usage shard row (`values`: its placeholders, in the columns' order), adding to the row there is. */
 const usageUpsert = (table: 'usage_hourly_shards' | 'usage_daily_shards', bucket: 'hour_start' | 'day_start', values: string) =>
   `INSERT INTO ${table} (account_id, ${bucket}, model, shard, credits_charged, credits_refunded, succeeded, failed, cancelled, seconds_delivered)
@@ -107,6 +106,7 @@ const usageUpsert = (table: 'usage_hourly_shards' | 'usage_daily_shards', bucket
      succeeded = ${table}.succeeded + excluded.succeeded, failed = ${table}.failed + excluded.failed,
      cancelled = ${table}.cancelled + excluded.cancelled, seconds_delivered = ${table}.seconds_delivered + excluded.seconds_delivered`;
 
+/** The UTC hour and day `now` falls in: the keys of its usage totals. */
 const usageBuckets = (now: Date) => ({
   hourStart: new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000),
   dayStart: new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000),
@@ -173,16 +173,23 @@ const END_UPSTREAM_TASK = kept(`UPDATE upstream_tasks SET state = 'ended', outco
                            RETURNING channel`);
 
 // kept(): a statement every task sends, whose plan is kept per connection (kept-plans.ts); none returns `*`.
+/** What a start returns: the task as tasks_with_webhook has it (its columns and its delivery's). */
+const STARTED_COLUMNS = `${TASK_COLUMNS},
+  (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
+  (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
+  (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`;
+/** Pending deliveries with the account's signing secrets, those of the tasks `where` picks (`d`: the delivery). */
+const pendingDeliveriesWhere = (where: string) => `SELECT ${DELIVERY_COLUMNS}, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
+  FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE ${where} AND d.status = 'pending'`;
+
 const SQL = {
   selectAccount: 'SELECT * FROM accounts WHERE id = $1',
   addToBalance: 'UPDATE accounts SET balance = balance + $2 WHERE id = $1',
   // The conditional update is the whole guard against overdrafts: a concurrent charge waits for the row lock and re-checks.
-  // The charge, its ledger entry and the usage totals of the hour and the day in one statement; nothing is written, and no
-  // row counted, when the balance is short. The entry keeps the balance it left. The usage rows are one of 16 shards
-  // (0007_usage_shards.sql), picked at random, so concurrent transactions of the account seldom wait for each other's.
-  // Sent with its checks and the COMMIT as one message (commitWith): the balance row, which every submission of the
-  // account locks, is held for this statement and the commit only, not for a round trip to the client in between.
-  // The charge and its ledger entry (with the balance it left); the usage totals are statements of their own after it.
+  // The charge and its ledger entry (the balance it left) in one statement, failing its message when the balance is
+  // short; the usage totals are statements of their own after it (addUsageHour, addUsageDay). Sent with its checks and
+  // the COMMIT as one message (commitWith, atomically): the balance row, which every submission of the account locks,
+  // is held for the rest of the message and the commit only, not for a round trip to the client in between.
   chargeWithLedger: kept(`
     WITH charged AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance),
     ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
@@ -229,20 +236,14 @@ const SQL = {
   selectDelivery: 'SELECT * FROM webhook_deliveries WHERE id = $1',
   // The started task as tasks_with_webhook has it, in the same statement (one round trip, no transaction around it).
   startTask: kept(`UPDATE tasks SET status = 'processing', updated_at = $2 WHERE id = $1 AND status IN ${inList(ACTIVE_STATES)}
-              RETURNING ${TASK_COLUMNS},
-                (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
-                (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
-                (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`),
+              RETURNING ${STARTED_COLUMNS}`),
   // startTask for many tasks at once, each with its own instant. The rows locked first, in id order (whatever the
   // plan's join order): two processes starting some of the same tasks then never wait on each other in a cycle.
   startTasks: `WITH locked AS (SELECT id AS locked_id FROM tasks WHERE id = ANY($1::text[]) AND status IN ${inList(ACTIVE_STATES)} ORDER BY id FOR NO KEY UPDATE)
                UPDATE tasks SET status = 'processing', updated_at = s.vidgen_started_at
                FROM unnest($1::text[], $2::timestamptz[]) AS s (vidgen_start_id, vidgen_started_at), locked
                WHERE tasks.id = s.vidgen_start_id AND tasks.id = locked.locked_id AND tasks.status IN ${inList(ACTIVE_STATES)}
-               RETURNING ${TASK_COLUMNS},
-                 (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
-                 (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
-                 (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`,
+               RETURNING ${STARTED_COLUMNS}`,
   completeTask: kept(`UPDATE tasks SET status = 'succeeded', output_key = $3, output_url = $4, output_expires_at = $5, updated_at = $2, completed_at = $2
                  WHERE id = $1 AND status IN ${inList(statesLeadingTo('succeeded'))}
                  RETURNING ${TASK_COLUMNS}`),
@@ -258,11 +259,9 @@ const SQL = {
                WHERE account_id = $1 AND id = $2 AND status IN ${inList(CANCELLABLE_STATES)}
                RETURNING ${TASK_COLUMNS}`),
   // A webhook attempt's delivery and the account's signing secrets, in one read.
-  pendingDelivery: kept(`SELECT ${DELIVERY_COLUMNS}, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
-                         FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE d.task_id = $1 AND d.status = 'pending'`),
+  pendingDelivery: kept(pendingDeliveriesWhere('d.task_id = $1')),
   // pendingDelivery for many tasks at once (webhook runs claimed together).
-  pendingDeliveries: kept(`SELECT ${DELIVERY_COLUMNS}, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
-                           FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE d.task_id = ANY($1::text[]) AND d.status = 'pending'`),
+  pendingDeliveries: kept(pendingDeliveriesWhere('d.task_id = ANY($1::text[])')),
   // One statement (the attempt and the delivery's counts), atomic on its own: one round trip.
   recordAttempt: kept(`WITH recorded AS (
                          INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $3, $6, $7, $8))
@@ -740,18 +739,33 @@ export class PgStore implements Store {
     return { kind: 'not_startable', status: (await this.one(SQL.selectTaskById, [input.id]))?.status };
   }
 
-  private async startEach(inputs: { id: string; now: Date }[]): Promise<Settled<Row | undefined>[]> {
-    const alone = (input: { id: string; now: Date }) => settled(this.one(SQL.startTask, [input.id, input.now]));
+  private startEach(inputs: { id: string; now: Date }[]): Promise<Settled<Row | undefined>[]> {
+    return this.eachRow(inputs, {
+      alone: (input) => this.one(SQL.startTask, [input.id, input.now]),
+      together: () => this.all(SQL.startTasks, [inputs.map(({ id }) => id), inputs.map(({ now }) => now)]),
+      key: { input: (input) => input.id, row: (row) => row.id as string },
+    });
+  }
+
+  /**
+   * A coalesced batch's rows (see `starts`, `pendingReads`): one statement for all of `inputs` (`together`), each input
+   * answered the row with its key, or nothing; a batch of one, or a statement PostgreSQL refused, one statement each.
+   */
+  private async eachRow<I>(
+    inputs: I[],
+    statements: { alone: (input: I) => Promise<Row | undefined>; together: () => Promise<Row[]>; key: { input: (input: I) => string; row: (row: Row) => string } },
+  ): Promise<Settled<Row | undefined>[]> {
+    const alone = (input: I) => settled(statements.alone(input));
     if (inputs.length === 1) return [await alone(inputs[0]!)];
     let rows: Row[];
     try {
-      rows = await this.all(SQL.startTasks, [inputs.map(({ id }) => id), inputs.map(({ now }) => now)]);
+      rows = await statements.together();
     } catch (error) {
       if (!answeredByPostgres(error)) throw error;
       return Promise.all(inputs.map(alone));
     }
-    const byId = new Map(rows.map((row) => [row.id as string, row]));
-    return inputs.map(({ id }) => ({ ok: true, value: byId.get(id) }));
+    const byKey = new Map(rows.map((row) => [statements.key.row(row), row]));
+    return inputs.map((input) => ({ ok: true, value: byKey.get(statements.key.input(input)) }));
   }
 
   async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string; started?: TaskRecord }): Promise<CompleteOutcome> {
@@ -943,18 +957,12 @@ export class PgStore implements Store {
     return row && { delivery: toDelivery(row), secrets: secretsOf(row, now) };
   }
 
-  private async readPendingEach(taskIds: string[]): Promise<Settled<Row | undefined>[]> {
-    const alone = (taskId: string) => settled(this.one(SQL.pendingDelivery, [taskId]));
-    if (taskIds.length === 1) return [await alone(taskIds[0]!)];
-    let rows: Row[];
-    try {
-      rows = await this.all(SQL.pendingDeliveries, [taskIds]);
-    } catch (error) {
-      if (!answeredByPostgres(error)) throw error;
-      return Promise.all(taskIds.map(alone));
-    }
-    const byTask = new Map(rows.map((row) => [row.task_id as string, row]));
-    return taskIds.map((taskId) => ({ ok: true, value: byTask.get(taskId) }));
+  private readPendingEach(taskIds: string[]): Promise<Settled<Row | undefined>[]> {
+    return this.eachRow(taskIds, {
+      alone: (taskId) => this.one(SQL.pendingDelivery, [taskId]),
+      together: () => this.all(SQL.pendingDeliveries, [taskIds]),
+      key: { input: (taskId) => taskId, row: (row) => row.task_id as string },
+    });
   }
 
   async rotateWebhookSecret(input: { accountId: string; secret: string; previousValidUntil: Date }): Promise<boolean> {
