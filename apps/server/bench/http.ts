@@ -96,7 +96,7 @@ const SCALE_TASKS = QUICK ? 10_000 : FULL.scaleTasks;
 /** GET runs per store size, the sizes taking turns; the median p99 is the size's figure. */
 const SCALE_ROUNDS = 3;
 const RSS_REQUESTS = QUICK ? 100_000 : FULL.rssRequests;
-const PIPELINE = QUICK ? { tasks: 300, warmup: 300, concurrency: 32, paced: 40, rate: 20 } : { tasks: 2000, warmup: 4000, concurrency: 32, paced: 200, rate: 20 };
+const PIPELINE = QUICK ? { tasks: 300, warmup: 300, concurrency: 32, paced: 40, rate: 20, rounds: 1 } : { tasks: 2000, warmup: 4000, concurrency: 32, paced: 200, rate: 20, rounds: 3 };
 const UPSTREAM = QUICK ? UPSTREAM_QUICK : UPSTREAM_FULL;
 const USAGE = QUICK ? USAGE_QUICK : USAGE_FULL;
 const SKIP = new Set(args.skip.split(',').filter(Boolean));
@@ -527,7 +527,7 @@ try {
   // --- Pipeline: bench/pipeline.ts, its own servers and receiver.
   if (!SKIP.has('pipeline')) {
     log('pipeline: bench/pipeline.ts');
-    const pipelineArgs = ['--tasks', String(PIPELINE.tasks), '--warmup', String(PIPELINE.warmup), '--concurrency', String(PIPELINE.concurrency), '--paced', String(PIPELINE.paced), '--rate', String(PIPELINE.rate)];
+    const pipelineArgs = ['--tasks', String(PIPELINE.tasks), '--warmup', String(PIPELINE.warmup), '--concurrency', String(PIPELINE.concurrency), '--paced', String(PIPELINE.paced), '--rate', String(PIPELINE.rate), '--rounds', String(PIPELINE.rounds)];
     const { rows } = await runPipelineBench(pipelineArgs, CPU_PROFILE_DIR);
     if (!rows.length) throw new Error('could not read the table bench/pipeline.ts printed');
     results.pipeline = {
@@ -535,7 +535,9 @@ try {
       description:
         `\`bench/pipeline.ts ${pipelineArgs.join(' ')}\`: one server (\`--role all\`) per store with the instant provider and webhooks to an HTTPS ` +
         `receiver on loopback; tasks/s from the first of ${PIPELINE.tasks} submits (${PIPELINE.concurrency} clients), after ${PIPELINE.warmup} tasks of warm-up as loaded, ` +
-        `to the last webhook received; ` +
+        `to the last webhook received` +
+        (PIPELINE.rounds > 1 ? `, the median of ${PIPELINE.rounds} rounds in which the stores and topologies take turns, each on a fresh store (every round's figure beside it)` : '') +
+        `; ` +
         `latency from submit sent to webhook received for ${PIPELINE.paced} tasks paced at ${PIPELINE.rate}/s (not saturated).`,
     };
   }

@@ -4,8 +4,11 @@
  * provider (a prepared MP4 at once, selected by configuration), webhooks to an
  * HTTPS receiver on loopback.
  *
- *   pnpm --filter @vidgen/server bench:pipeline [-- --tasks 2000 --warmup 4000 --concurrency 32 --paced 200 --rate 20 --accounts 1]
+ *   pnpm --filter @vidgen/server bench:pipeline [-- --tasks 2000 --warmup 4000 --concurrency 32 --paced 200 --rate 20 --rounds 1 --accounts 1]
  *
+ * - `--rounds N`: the throughput of every store and topology measured N times, the variants taking turns round by
+ *   round (SQLite, PostgreSQL, 2 api + 2 worker, SQLite, …), each on a fresh store; the median is the figure, so that
+ *   the ratios of one run do not hang on one slow spell of a shared machine (runs of the same build varied by ±15 %).
  * - `--accounts N`: the submits spread over N accounts in turn (default 1: every submission charges the same
  *   balance row, the worst case for a store that locks it until its commit).
  *
@@ -43,6 +46,9 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '4000' },
     concurrency: { type: 'string', default: '32' },
     paced: { type: 'string', default: '200' },
+    // Throughput measured this many times per store and topology, the variants taking turns round by round; the median
+    // is the figure (one run's ratios are then not at the mercy of one slow spell of the machine). Latency: last round.
+    rounds: { type: 'string', default: '1' },
     rate: { type: 'string', default: '20' },
     stores: { type: 'string', default: 'sqlite,postgres' },
     topologies: { type: 'string', default: 'all,split' },
@@ -70,6 +76,7 @@ const RATE = Number(values.rate);
 const STORES = values.stores!.split(',');
 const TOPOLOGIES = (values.topologies === 'none' ? [] : values.topologies!.split(',')) as Topology[];
 const ACCOUNTS = Number(values.accounts);
+const ROUNDS = Math.max(1, Number(values.rounds));
 /** VIDGEN_BENCH_SERVER_MAIN: another build's entry (relative to apps/server) for an A/B pair, e.g. `.dist-base/main.js`. */
 const MAIN = process.env.VIDGEN_BENCH_SERVER_MAIN ?? 'dist/main.js';
 type Topology = 'all' | 'split';
@@ -117,7 +124,14 @@ async function migrateWithAccount(database: Config['database'], name: string, cr
   }
 }
 
-async function measure(name: string, database: Config['database'], topology: Topology = 'all'): Promise<Record<string, string>> {
+interface Measured {
+  tasksPerSecond: number;
+  submitsPerSecond: number;
+  /** submit sent → webhook received of the paced tasks, sorted (none when `paced` is 0) */
+  latencies: number[];
+}
+
+async function measure(name: string, database: Config['database'], topology: Topology, paced: number): Promise<Measured> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-pipeline-'));
   const countDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-counts-'));
   const keys: string[] = [];
@@ -204,25 +218,18 @@ async function measure(name: string, database: Config['database'], topology: Top
 
     // Latency, not saturated: paced submits, each timed from send to its webhook.
     const latencies: number[] = [];
-    const paced: Promise<void>[] = [];
-    for (let i = 0; i < PACED; i++) {
+    const pacing: Promise<void>[] = [];
+    for (let i = 0; i < paced; i++) {
       const sent = performance.now();
-      paced.push(submit().then(async (id) => {
+      pacing.push(submit().then(async (id) => {
         await delivered(id);
         latencies.push(received.get(id)! - sent);
       }));
       await new Promise((done) => setTimeout(done, 1000 / RATE));
     }
-    await Promise.all(paced);
+    await Promise.all(pacing);
     latencies.sort((a, b) => a - b);
-    return {
-      store: name,
-      'tasks/s (submit → webhook)': throughput.toFixed(0),
-      'submits/s': (TASKS / ((submitted - started) / 1000)).toFixed(0),
-      // `--paced 0` measures throughput only.
-      [`p50 latency @${RATE}/s`]: latencies.length ? `${percentile(latencies, 50).toFixed(1)} ms` : '—',
-      [`p99 latency @${RATE}/s`]: latencies.length ? `${percentile(latencies, 99).toFixed(1)} ms` : '—',
-    };
+    return { tasksPerSecond: throughput, submitsPerSecond: TASKS / ((submitted - started) / 1000), latencies };
   } finally {
     // A graceful stop, so that a CPU profile is written; SIGKILL if it does not come.
     await Promise.all(children.map((child) => stopServerProcess(child)));
@@ -260,39 +267,72 @@ async function measureFloor(): Promise<{ clients: number; protocol: FloorProtoco
   return results;
 }
 
-const rows: Record<string, string>[] = [];
+/** The variants measured, in the order each round takes them. */
+const variants: { name: string; open: () => Promise<{ database: Config['database']; drop: () => Promise<void> }>; topology: Topology }[] = [];
+if (STORES.includes('sqlite')) {
+  variants.push({
+    name: 'SQLite',
+    topology: 'all',
+    open: async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'vidgen-bench-sqlite-'));
+      return { database: { kind: 'sqlite', path: join(dir, 'vidgen.db') }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+    },
+  });
+}
+const withPostgres = STORES.includes('postgres') && (await postgresAvailable());
+if (STORES.includes('postgres') && !withPostgres) console.log('PostgreSQL is not reachable: measured SQLite only.');
+if (withPostgres) {
+  for (const topology of TOPOLOGIES) {
+    variants.push({
+      name: topology === 'all' ? 'PostgreSQL' : 'PostgreSQL 2 api + 2 worker',
+      topology,
+      // A database of its own per measurement: each starts from an empty queue and tables.
+      open: async () => {
+        const database = await createTestDatabase();
+        return { database: { kind: 'postgres', url: database.url, poolSize: 10 }, drop: () => database.drop() };
+      },
+    });
+  }
+}
+
+const measured = new Map<string, Measured[]>(variants.map(({ name }) => [name, []]));
 let floor: { clients: number; protocol: FloorProtocol; batch: string; result: FloorResult }[] = [];
 try {
-  if (STORES.includes('sqlite')) {
-    const sqliteDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-sqlite-'));
-    try {
-      rows.push(await measure('SQLite', { kind: 'sqlite', path: join(sqliteDir, 'vidgen.db') }));
-    } finally {
-      rmSync(sqliteDir, { recursive: true, force: true });
-    }
-  }
-  if (STORES.includes('postgres')) {
-    if (await postgresAvailable()) {
-      for (const topology of TOPOLOGIES) {
-        // A database of its own per topology: each starts from an empty queue and tables.
-        const database = await createTestDatabase();
-        try {
-          const name = topology === 'all' ? 'PostgreSQL' : 'PostgreSQL 2 api + 2 worker';
-          rows.push(await measure(name, { kind: 'postgres', url: database.url, poolSize: 10 }, topology));
-        } finally {
-          await database.drop();
-        }
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const variant of variants) {
+      const { database, drop } = await variant.open();
+      try {
+        // Latency in the last round only: the rounds are for throughput.
+        measured.get(variant.name)!.push(await measure(variant.name, database, variant.topology, round === ROUNDS ? PACED : 0));
+      } finally {
+        await drop();
       }
-      floor = await measureFloor();
-    } else {
-      console.log('PostgreSQL is not reachable: measured SQLite only.');
     }
   }
+  if (withPostgres) floor = await measureFloor();
 } finally {
   await receiver.close();
 }
 
-console.log(`\nPipeline, submit → webhook received (instant provider); ${TASKS} tasks at ${CONCURRENCY} clients, then ${PACED} paced at ${RATE}/s.`);
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!;
+const rows = variants.map(({ name }): Record<string, string> => {
+  const runs = measured.get(name)!;
+  const latencies = runs.at(-1)!.latencies;
+  return {
+    store: name,
+    'tasks/s (submit → webhook)': median(runs.map((run) => run.tasksPerSecond)).toFixed(0),
+    ...(ROUNDS > 1 ? { 'tasks/s by round': runs.map((run) => run.tasksPerSecond.toFixed(0)).join(' / ') } : {}),
+    'submits/s': median(runs.map((run) => run.submitsPerSecond)).toFixed(0),
+    // `--paced 0` measures throughput only.
+    [`p50 latency @${RATE}/s`]: latencies.length ? `${percentile(latencies, 50).toFixed(1)} ms` : '—',
+    [`p99 latency @${RATE}/s`]: latencies.length ? `${percentile(latencies, 99).toFixed(1)} ms` : '—',
+  };
+});
+
+console.log(
+  `\nPipeline, submit → webhook received (instant provider); ${TASKS} tasks at ${CONCURRENCY} clients` +
+    `${ROUNDS > 1 ? `, ${ROUNDS} rounds (the variants in turn; tasks/s and submits/s the median)` : ''}, then ${PACED} paced at ${RATE}/s.`,
+);
 console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version}.\n`);
 console.table(rows);
 
@@ -307,10 +347,12 @@ const fixed = (value: number | undefined, digits = 1) => (value === undefined ? 
 console.log('\nWhat a task costs its store (throughput window, per task; PostgreSQL transactions from pg_stat_database, statements and round trips counted at the client; SQLite transactions are write commits):\n');
 console.log('| store | transactions | statements | round trips | WAL bytes | rows written |');
 console.log('|---|---|---|---|---|---|');
-for (const { name, cost } of costs) {
+// With rounds, each variant's last.
+const lastCosts = [...new Map(costs.map((entry) => [entry.name, entry])).values()];
+for (const { name, cost } of lastCosts) {
   console.log(`| ${name} | ${fixed(cost.transactions, 2)} | ${fixed(cost.statements)} | ${fixed(cost.roundTrips)} | ${cost.walBytes.toFixed(0)} | ${fixed(cost.rowsWritten)} |`);
 }
-for (const { name, cost } of costs) {
+for (const { name, cost } of lastCosts) {
   console.log(`\n${name}: statements per task, most frequent first`);
   for (const [text, n] of cost.top) console.log(`  ${n.toFixed(2).padStart(6)}  ${text}`);
 }

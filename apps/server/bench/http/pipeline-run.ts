@@ -14,6 +14,8 @@ export interface PipelineFigures {
   /** submit sent → webhook received, paced (not saturated) */
   p50Ms: number;
   p99Ms: number;
+  /** each round's tasks per second, as printed (`--rounds` > 1) */
+  rounds?: string;
   /** the column names as pipeline.ts printed them, e.g. `p99 latency @20/s` */
   labels: string[];
 }
@@ -34,8 +36,10 @@ export function parsePipelineTable(output: string): PipelineFigures[] {
   const column = (pattern: RegExp) => head.findIndex((name) => pattern.test(name));
   const at = { store: column(/^store$/), tasks: column(/^tasks\/s/), submits: column(/^submits\/s/), p50: column(/^p50/), p99: column(/^p99/) };
   if (Object.values(at).some((index) => index < 0)) return [];
+  const rounds = column(/^tasks\/s by round$/);
   return rows.map((row) => ({
     store: row[at.store]!,
+    ...(rounds >= 0 ? { rounds: row[rounds]! } : {}),
     tasksPerSecond: parseFloat(row[at.tasks]!),
     submitsPerSecond: parseFloat(row[at.submits]!),
     p50Ms: parseFloat(row[at.p50]!),

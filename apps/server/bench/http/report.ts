@@ -99,31 +99,51 @@ export interface Target {
   met: boolean | undefined;
 }
 
-/** The issue's targets, each judged from this run's figures (ratios to the ceiling of the same run). */
+/**
+ * The targets, each judged from this run's figures: issue 20's (the PostgreSQL pipeline against SQLite's, the SQLite
+ * pipeline, the query and submit against the floor, the list against the query) and those of issue 9 it kept (the GET
+ * p99 at 1,000,000 tasks, the pipeline's latency, the RSS). Issue 9's ratios to the ceiling and its 5 ms p99 at 50
+ * connections were withdrawn by issue 20 (beyond the floor on this machine); the HTTP table still shows them.
+ */
 export function judgeTargets(results: Results, full: { scaleTasks: number; rssRequests: number }): Target[] {
   const scenario = (name: string) => results.scenarios.find((s) => s.name === name);
   const targets: Target[] = [];
-  const query = scenario('query, succeeded task');
-  const submit = scenario('submit');
-  const c = results.load.connections;
-  // What the floor did in the same run, after the server's figure: what any server doing the work could reach here.
-  const floorRatio = (s: ScenarioResult) => (s.floor ? ` (floor ${(s.floor.rps / s.ceiling.rps).toFixed(2)})` : '');
-  const floorP99 = (s: ScenarioResult) => (s.floor ? ` (floor ${ms(s.floor.p99Ms)})` : '');
-  targets.push(
-    query
-      ? { target: 'query of a task ≥ 0.7 × ceiling', figure: `${(query.server.rps / query.ceiling.rps).toFixed(2)}${floorRatio(query)}`, met: query.server.rps / query.ceiling.rps >= 0.7 }
-      : { target: 'query of a task ≥ 0.7 × ceiling', figure: 'not measured', met: undefined },
-  );
-  targets.push(
-    submit
-      ? { target: 'submit on SQLite ≥ 0.35 × ceiling', figure: `${(submit.server.rps / submit.ceiling.rps).toFixed(2)}${floorRatio(submit)}`, met: submit.server.rps / submit.ceiling.rps >= 0.35 }
-      : { target: 'submit on SQLite ≥ 0.35 × ceiling', figure: 'not measured', met: undefined },
-  );
-  for (const [label, s] of [['query', query], ['submit', submit]] as const) {
-    const target = `${label} p99 ≤ 5 ms at ${c} connections`;
-    // The target is for 50 connections; another load is reported but not judged.
-    targets.push(s ? { target, figure: `${ms(s.server.p99Ms)}${floorP99(s)}`, met: c === 50 ? s.server.p99Ms <= 5 : undefined } : { target, figure: 'not measured', met: undefined });
+  const pipeline = (store: string) => results.pipeline?.rows.find((row) => row.store === store);
+  const sqlite = pipeline('SQLite');
+  for (const [label, store] of [['one `all` process', 'PostgreSQL'], ['2 `api` + 2 `worker`', 'PostgreSQL 2 api + 2 worker']] as const) {
+    const target = `pipeline on PostgreSQL, ${label}, ≥ 0.6 × SQLite's`;
+    const postgres = pipeline(store);
+    targets.push(
+      postgres && sqlite
+        ? { target, figure: `${int(postgres.tasksPerSecond)} / ${int(sqlite.tasksPerSecond)} tasks/s = ${(postgres.tasksPerSecond / sqlite.tasksPerSecond).toFixed(2)} ×`, met: postgres.tasksPerSecond >= 0.6 * sqlite.tasksPerSecond }
+        : { target, figure: 'not measured', met: undefined },
+    );
   }
+  targets.push(
+    sqlite
+      ? { target: 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)', figure: `${int(sqlite.tasksPerSecond)} tasks/s`, met: sqlite.tasksPerSecond >= 1000 }
+      : { target: 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)', figure: 'not measured', met: undefined },
+  );
+  for (const name of ['query, succeeded task', 'submit']) {
+    const s = scenario(name);
+    const target = `${name === 'submit' ? 'submit' : 'task query'} ≥ 0.85 × the floor's req/s`;
+    targets.push(
+      s?.floor
+        ? { target, figure: `${int(s.server.rps)} / ${int(s.floor.rps)} = ${(s.server.rps / s.floor.rps).toFixed(2)}`, met: s.server.rps >= 0.85 * s.floor.rps }
+        : { target, figure: 'not measured', met: undefined },
+    );
+  }
+  const [query, list] = [scenario('query, succeeded task'), scenario('list, first page')];
+  targets.push(
+    query && list
+      ? {
+          target: "list's first page ≥ 0.5 × the query's req/s",
+          // The floor's own list against its own query: what any server doing the list's work reaches here.
+          figure: `${int(list.server.rps)} / ${int(query.server.rps)} = ${(list.server.rps / query.server.rps).toFixed(2)}${list.floor && query.floor ? ` (floor ${(list.floor.rps / query.floor.rps).toFixed(2)})` : ''}`,
+          met: list.server.rps >= 0.5 * query.server.rps,
+        }
+      : { target: "list's first page ≥ 0.5 × the query's req/s", figure: 'not measured', met: undefined },
+  );
   const [small, large] = [results.scale[0], results.scale.at(-1)];
   const scaleTarget = `GET p99 with ${int(full.scaleTasks)} tasks ≤ 1.2 × with 1,000`;
   if (small && large && large !== small) {
@@ -133,12 +153,6 @@ export function judgeTargets(results: Results, full: { scaleTasks: number; rssRe
     targets.push({ target: scaleTarget, figure: `${ms(large.get.p99Ms)} / ${ms(small.get.p99Ms)} = ${ratio.toFixed(2)}×${alone}${quick}`, met: ratio <= 1.2 });
   } else targets.push({ target: scaleTarget, figure: 'not measured', met: undefined });
 
-  const sqlite = results.pipeline?.rows.find((row) => row.store === 'SQLite');
-  targets.push(
-    sqlite
-      ? { target: 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)', figure: `${int(sqlite.tasksPerSecond)} tasks/s`, met: sqlite.tasksPerSecond >= 1000 }
-      : { target: 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)', figure: 'not measured', met: undefined },
-  );
   targets.push(
     sqlite
       ? { target: 'submit → webhook p99 ≤ 100 ms, not saturated', figure: `${ms(sqlite.p99Ms)} (${sqlite.labels.find((l) => l.startsWith('p99')) ?? 'p99'})`, met: sqlite.p99Ms <= 100 }
@@ -273,8 +287,11 @@ export function renderReport(results: Results, targets: Target[]): string {
     out.push('## Pipeline: submit → webhook received (instant provider)', '');
     out.push(
       markdownTable(
-        ['store', 'tasks/s, submit → webhook', 'submits/s', 'latency p50', 'latency p99'],
-        results.pipeline.rows.map((row) => [row.store, int(row.tasksPerSecond), int(row.submitsPerSecond), ms(row.p50Ms), ms(row.p99Ms)]),
+        ['store', 'tasks/s, submit → webhook', 'each round', '× SQLite', 'submits/s', 'latency p50', 'latency p99'],
+        results.pipeline.rows.map((row) => {
+          const sqlite = results.pipeline!.rows.find((other) => other.store === 'SQLite');
+          return [row.store, int(row.tasksPerSecond), row.rounds ?? '—', sqlite ? (row.tasksPerSecond / sqlite.tasksPerSecond).toFixed(2) : '—', int(row.submitsPerSecond), ms(row.p50Ms), ms(row.p99Ms)];
+        }),
       ),
       '',
       results.pipeline.description,

@@ -1,0 +1,109 @@
+/**
+ * `pnpm bench`'s judgement of the targets (bench/http/report.ts) and its reading of bench/pipeline.ts's table
+ * (bench/http/pipeline-run.ts): figures in, met or missed out, on made-up results (the benchmark itself is not run).
+ */
+import { describe, expect, it } from 'vitest';
+import { judgeTargets, renderReport, type Results, type ScenarioResult } from '../bench/http/report.js';
+import { parsePipelineTable, type PipelineFigures } from '../bench/http/pipeline-run.js';
+import type { WrkResult } from '../bench/http/wrk.js';
+
+const wrk = (rps: number, p99Ms = 5): WrkResult => ({ requests: rps * 10, seconds: 10, rps, p50Ms: 2, p90Ms: 3, p99Ms, maxMs: 9, statusErrors: 0, socketErrors: 0 });
+const scenario = (name: string, server: number, floor: number | undefined): ScenarioResult => ({
+  name,
+  answerBytes: 645,
+  server: wrk(server),
+  ceiling: wrk(60_000),
+  ...(floor === undefined ? {} : { floor: wrk(floor) }),
+  rssBeforeMb: 100,
+  rssAfterMb: 110,
+  unexpected: 0,
+});
+const pipelineRow = (store: string, tasksPerSecond: number): PipelineFigures => ({
+  store,
+  tasksPerSecond,
+  rounds: `${tasksPerSecond} / ${tasksPerSecond}`,
+  submitsPerSecond: tasksPerSecond * 1.2,
+  p50Ms: 5,
+  p99Ms: 12,
+  labels: [],
+});
+
+function results(overrides: { query?: [number, number]; submit?: [number, number]; list?: [number, number]; pipeline?: [number, number, number] } = {}): Results {
+  const [query, submit, list]: [number, number][] = [overrides.query ?? [20_000, 22_000], overrides.submit ?? [10_000, 11_000], overrides.list ?? [11_000, 12_000]];
+  const [sqlite, all, split] = overrides.pipeline ?? [1_000, 650, 600];
+  return {
+    machine: { cpu: 'test', cores: 2, ramGiB: 24, node: 'v20', wrk: 'wrk', sqlite: '3', kernel: 'test', loadBefore: 0 },
+    command: 'pnpm bench',
+    date: new Date('2026-11-24T00:00:00Z'),
+    quick: false,
+    load: { threads: 1, connections: 50, seconds: 10, warmupSeconds: 2 },
+    ceilingBytes: 645,
+    scenarios: [scenario('query, succeeded task', ...query!), scenario('submit', ...submit!), scenario('list, first page', ...list!)],
+    scale: [],
+    rss: undefined,
+    pipeline: { rows: [pipelineRow('SQLite', sqlite), pipelineRow('PostgreSQL', all), pipelineRow('PostgreSQL 2 api + 2 worker', split)], description: 'test' },
+    notes: [],
+  };
+}
+
+const judged = (r: Results) => Object.fromEntries(judgeTargets(r, { scaleTasks: 1_000_000, rssRequests: 1_000_000 }).map((t) => [t.target, t]));
+
+describe("pnpm bench's targets", () => {
+  it('judges the PostgreSQL pipeline against SQLite’s of the same run, each topology on its own', () => {
+    const met = judged(results({ pipeline: [1_000, 600, 650] }));
+    expect(met["pipeline on PostgreSQL, one `all` process, ≥ 0.6 × SQLite's"]).toMatchObject({ met: true, figure: '600 / 1,000 tasks/s = 0.60 ×' });
+    expect(met["pipeline on PostgreSQL, 2 `api` + 2 `worker`, ≥ 0.6 × SQLite's"]?.met).toBe(true);
+    const missed = judged(results({ pipeline: [1_000, 650, 599] }));
+    expect(missed["pipeline on PostgreSQL, one `all` process, ≥ 0.6 × SQLite's"]?.met).toBe(true);
+    expect(missed["pipeline on PostgreSQL, 2 `api` + 2 `worker`, ≥ 0.6 × SQLite's"]).toMatchObject({ met: false, figure: '599 / 1,000 tasks/s = 0.60 ×' });
+    expect(judged(results({ pipeline: [999, 650, 650] }))['pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)']?.met).toBe(false);
+  });
+
+  it('judges the query and the submit against the floor, and the list against the query', () => {
+    const t = judged(results({ query: [17_000, 20_000], submit: [16_999, 20_000], list: [8_500, 4_000] }));
+    expect(t["task query ≥ 0.85 × the floor's req/s"]).toMatchObject({ met: true, figure: '17,000 / 20,000 = 0.85' });
+    expect(t["submit ≥ 0.85 × the floor's req/s"]?.met).toBe(false);
+    // The floor's own list against its own query beside the figure.
+    expect(t["list's first page ≥ 0.5 × the query's req/s"]).toMatchObject({ met: true, figure: '8,500 / 17,000 = 0.50 (floor 0.20)' });
+    expect(judged(results({ query: [17_000, 20_000], list: [8_499, 4_000] }))["list's first page ≥ 0.5 × the query's req/s"]?.met).toBe(false);
+  });
+
+  it('says "not measured" when a part of the run was skipped, and judges nothing from it', () => {
+    const r = results();
+    r.pipeline = undefined;
+    r.scenarios = r.scenarios.map((s) => ({ ...s, floor: undefined }));
+    const t = judged(r);
+    expect(t["pipeline on PostgreSQL, one `all` process, ≥ 0.6 × SQLite's"]).toMatchObject({ figure: 'not measured', met: undefined });
+    expect(t["submit ≥ 0.85 × the floor's req/s"]).toMatchObject({ figure: 'not measured', met: undefined });
+    // Without the floor's figures the list is judged all the same, with no floor beside it.
+    expect(t["list's first page ≥ 0.5 × the query's req/s"]).toMatchObject({ met: true, figure: '11,000 / 20,000 = 0.55' });
+  });
+
+  it('reports each round and the ratio to SQLite in the pipeline table', () => {
+    const report = renderReport(results({ pipeline: [1_000, 650, 600] }), []);
+    expect(report).toContain('| PostgreSQL 2 api + 2 worker | 600 | 600 / 600 | 0.60 |');
+  });
+});
+
+describe("reading bench/pipeline.ts's table", () => {
+  const table = [
+    '┌─────────┬──────────┬────────────────────────────┬──────────────────┬───────────┬───────────────────┬───────────────────┐',
+    '│ (index) │ store    │ tasks/s (submit → webhook) │ tasks/s by round │ submits/s │ p50 latency @20/s │ p99 latency @20/s │',
+    '├─────────┼──────────┼────────────────────────────┼──────────────────┼───────────┼───────────────────┼───────────────────┤',
+    "│ 0       │ 'SQLite' │ '987'                      │ '1012 / 987 / 950' │ '1334'  │ '4.9 ms'          │ '10.8 ms'         │",
+    '└─────────┴──────────┴────────────────────────────┴──────────────────┴───────────┴───────────────────┴───────────────────┘',
+  ].join('\n');
+
+  it('takes the median as the figure and keeps every round', () => {
+    expect(parsePipelineTable(table)).toEqual([
+      { store: 'SQLite', rounds: '1012 / 987 / 950', tasksPerSecond: 987, submitsPerSecond: 1334, p50Ms: 4.9, p99Ms: 10.8, labels: expect.any(Array) },
+    ]);
+  });
+
+  it('reads a table of one round (no rounds column)', () => {
+    const one = table.replace(/│ tasks\/s by round │/, '│').replace(/│ '1012 \/ 987 \/ 950' │/, '│');
+    const [row] = parsePipelineTable(one);
+    expect(row).toMatchObject({ store: 'SQLite', tasksPerSecond: 987 });
+    expect(row).not.toHaveProperty('rounds');
+  });
+});
