@@ -190,7 +190,7 @@ export function renderReport(results: Results, targets: Target[]): string {
     '@hono/node-server answering a fixed JSON body of a succeeded task’s size (the ceiling) and the real',
     'server (SQLite, `src/main.ts`, rate limits off), driven by the same wrk with the same threads,',
     'connections and duration; then the store at two sizes, the memory after many requests, and the',
-    'pipeline with the `instant` provider (`bench/pipeline.ts`). Ratios are to the ceiling of the same run.',
+    'pipeline with the `instant` provider (`bench/pipeline.ts`). Ratios in the HTTP table are to the ceiling of the same run; the targets\' to the floor and to SQLite\'s pipeline of the same run.',
     '',
   );
   for (const note of results.notes) out.push(`> **${note}**`, '');
