@@ -68,6 +68,22 @@ describe("pnpm bench's targets", () => {
     expect(judged(results({ query: [17_000, 20_000], list: [8_499, 4_000] }))["list's first page ≥ 0.5 × the query's req/s"]?.met).toBe(false);
   });
 
+  it('judges a request measured in rounds on the round with the median server/floor ratio, every round beside it', () => {
+    const r = results();
+    r.scenarios = [
+      scenario('query, succeeded task', 16_000, 20_000),
+      scenario('query, succeeded task', 18_000, 20_000),
+      scenario('query, succeeded task', 17_200, 20_000),
+      scenario('list, first page', 9_000, 4_000),
+      scenario('list, first page', 8_000, 4_000),
+      scenario('list, first page', 8_700, 4_000),
+    ];
+    const t = judged(r);
+    expect(t["task query ≥ 0.85 × the floor's req/s"]).toMatchObject({ met: true, figure: '17,200 / 20,000 = 0.86 (median of 3 rounds: 0.80, 0.90, 0.86)' });
+    // The list's median round against the query's median round (by req/s).
+    expect(t["list's first page ≥ 0.5 × the query's req/s"]).toMatchObject({ met: true, figure: '8,700 / 17,200 = 0.51 (floor 0.20)' });
+  });
+
   it('says "not measured" when a part of the run was skipped, and judges nothing from it', () => {
     const r = results();
     r.pipeline = undefined;
