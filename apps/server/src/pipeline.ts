@@ -127,6 +127,7 @@ export function createPipelineWorker(deps: {
     files: deps.files,
     workDir: join(config.dataDir, 'work'),
     concurrency: { ...config.concurrency, webhooks: config.webhooks.concurrency },
+    claimIntervalMs: config.claimIntervalMs,
     // A job enqueued wakes the lanes models are routed to, and webhooks; the rest are looked at every poll.
     wakeLanes: [...new Set(Object.values(config.providers)), 'webhooks'],
     deliveries: createDeliveryRunner({

@@ -32,6 +32,14 @@ describe('configuration', () => {
     expect(() => database('sometimes')).toThrow(/VIDGEN_DATABASE_KEEP_PLANS/);
   });
 
+  it('spaces claims under load by 25 ms on PostgreSQL and not at all on SQLite unless VIDGEN_CLAIM_INTERVAL_MS says otherwise', () => {
+    const postgres = { VIDGEN_DATABASE_URL: 'postgres://vidgen@db.internal:5432/vidgen' };
+    expect(loadConfig(postgres).claimIntervalMs).toBe(25);
+    expect(loadConfig({}).claimIntervalMs).toBe(0);
+    expect(loadConfig({ ...postgres, VIDGEN_CLAIM_INTERVAL_MS: '0' }).claimIntervalMs).toBe(0);
+    expect(loadConfig({ VIDGEN_CLAIM_INTERVAL_MS: '10' }).claimIntervalMs).toBe(10);
+  });
+
   it('turns the development bootstrap off in production', () => {
     expect(loadConfig({ NODE_ENV: 'production' }).devBootstrap).toBe(false);
   });
@@ -47,6 +55,7 @@ describe('configuration', () => {
     [{ VIDGEN_PRICES: '{"vidgen-9":{}}' }, /VIDGEN_PRICES: unknown model/],
     [{ VIDGEN_LOG_LEVEL: 'loud' }, /VIDGEN_LOG_LEVEL/],
     [{ VIDGEN_DEV_BOOTSTRAP: 'maybe' }, /VIDGEN_DEV_BOOTSTRAP must be true or false/],
+    [{ VIDGEN_CLAIM_INTERVAL_MS: '5000' }, /VIDGEN_CLAIM_INTERVAL_MS must be a whole number from 0 to 1000/],
   ])('refuses %o with a clear message', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -182,6 +182,51 @@ describe('the worker', () => {
     await until(() => purges === 2);
   });
 
+  it('under load claims no sooner than claimIntervalMs after its last claim began, taking what came meanwhile in one go; an idle worker claims at once', async () => {
+    const p = pipeline(scriptedProvider(rendersUntilAborted));
+    const { key } = await p.account(1000);
+    await submit(p, key);
+    const claims: { at: number; got: number }[] = [];
+    // The first claim held until the test lets it go: work announced meanwhile finds a claim under way.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const store = new Proxy(p.store, {
+      get(target, name) {
+        if (name === 'claim')
+          return async (input: Parameters<typeof target.claim>[0]) => {
+            const at = p.clock.now().getTime();
+            const jobs = await target.claim(input);
+            claims.push({ at, got: jobs.length });
+            if (claims.length === 1) await held;
+            return jobs;
+          };
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const worker = p.newWorker(scriptedProvider(rendersUntilAborted), { store, queue: store, concurrency: { local: 8 }, claimIntervalMs: 25 });
+    cleanups.unshift(() => worker.stop({ graceMs: 0 }));
+    const started = p.clock.now().getTime();
+    // An idle worker claims at once.
+    worker.start();
+    await until(() => claims.length === 1);
+    expect(claims[0]).toEqual({ at: started, got: 1 });
+    // Three more tasks while the first claim is under way, each announced (the harness wakes the pipeline's own worker).
+    for (let i = 0; i < 3; i++) {
+      await submit(p, key);
+      worker.wake();
+    }
+    p.clock.advance(10);
+    release();
+    // The next round waits for the rest of the interval (the clock has moved 10 of its 25 ms): no claim before it.
+    for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(claims).toHaveLength(1);
+    p.clock.advance(15);
+    await until(() => claims.length === 2);
+    expect(claims[1]).toEqual({ at: started + 25, got: 3 });
+    await until(() => worker.running === 4);
+  });
+
   it('hands the provider the fetched references in order', async () => {
     const provider = scriptedProvider(writesVideo);
     const p = pipeline(provider);

@@ -50,6 +50,12 @@ export interface WorkerOptions {
   leaseMs: number;
   /** How often to look for work when nothing woke the worker, and to sweep deadlines and files. */
   pollMs: number;
+  /**
+   * Under load, the least time from one claim round's start to the next (default 0): a round woken while the previous one
+   * was under way waits out the rest of it and claims what came meanwhile in one go; a wake-up of an idle worker claims
+   * at once. On PostgreSQL each claim is a query planned and run (config.ts, VIDGEN_CLAIM_INTERVAL_MS).
+   */
+  claimIntervalMs?: number;
   /** How long an output file is served after completion (D13: 7 days). */
   outputTtlMs: number;
   /** Delay before a job that hit an unexpected error is tried again. */
@@ -130,6 +136,7 @@ export function createWorker(options: WorkerOptions): Worker {
   let pumpAgain = false;
   const allLanes = Object.keys(options.concurrency);
   const wakeLanes = options.wakeLanes ?? allLanes;
+  const claimIntervalMs = options.claimIntervalMs ?? 0;
   /** The lanes the next round of the pump claims from: a lane is asked for when it may have work this worker has room for. */
   const wanted = new Set<string>();
   /** Settles when the pump in progress has stopped claiming (its last claim's job is in `inFlight`). */
@@ -160,7 +167,12 @@ export function createWorker(options: WorkerOptions): Worker {
     let finished!: () => void;
     pumped = new Promise((resolve) => (finished = resolve));
     try {
+      let roundStartedAt: number | undefined;
       do {
+        // A round after a round (woken while the last one claimed): not sooner than claimIntervalMs after that one began.
+        const wait = roundStartedAt === undefined ? 0 : roundStartedAt + claimIntervalMs - clock.now().getTime();
+        if (wait > 0) await new Promise<void>((resolve) => clock.setTimeout(resolve, wait));
+        roundStartedAt = clock.now().getTime();
         pumpAgain = false;
         if (sweepDue) {
           sweepDue = false;
