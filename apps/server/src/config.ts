@@ -58,11 +58,11 @@ export interface Config {
    */
   concurrency: Record<ProviderName, number>;
   /**
-   * VIDGEN_CLAIM_INTERVAL_MS: under load (work announced while a worker's claim is under way) its next claim waits until
-   * this long after the last one began, taking what came meanwhile in one go; work announced to an idle worker is
-   * claimed at once. Default 25 on PostgreSQL, where a claim is a query PostgreSQL plans and runs (0.4 ms of its CPU:
-   * with the default it spent 11–29 % less CPU a task in the pipeline benchmark, BENCHMARKS.md), 0 on SQLite, where
-   * claiming at once measured faster.
+   * VIDGEN_CLAIM_INTERVAL_MS: under load (work announced while a worker's claim of more than one job was under way) its
+   * next claim waits until this long after the last one began, taking what came meanwhile in one go; work announced to
+   * an idle worker, or after a claim of one job or none, is claimed at once. Default 25 on PostgreSQL, where a claim is a
+   * query PostgreSQL plans and runs (0.4 ms of its CPU: with the default it spent 12–19 % less CPU a task in the
+   * pipeline benchmark, BENCHMARKS.md), 0 on SQLite, where claiming at once measured faster.
    */
   claimIntervalMs: number;
   /** VIDGEN_JOB_LEASE_SECONDS: a claimed job returns to the queue this long after its worker stops renewing it (default 60). */

@@ -185,6 +185,8 @@ describe('the worker', () => {
   it('under load claims no sooner than claimIntervalMs after its last claim began, taking what came meanwhile in one go; an idle worker claims at once', async () => {
     const p = pipeline(scriptedProvider(rendersUntilAborted));
     const { key } = await p.account(1000);
+    // Two jobs in the first claim: load (after a claim of one job or none the next round would claim at once).
+    await submit(p, key);
     await submit(p, key);
     const claims: { at: number; got: number }[] = [];
     // The first claim held until the test lets it go: work announced meanwhile finds a claim under way.
@@ -210,7 +212,7 @@ describe('the worker', () => {
     // An idle worker claims at once.
     worker.start();
     await until(() => claims.length === 1);
-    expect(claims[0]).toEqual({ at: started, got: 1 });
+    expect(claims[0]).toEqual({ at: started, got: 2 });
     // Three more tasks while the first claim is under way, each announced (the harness wakes the pipeline's own worker).
     for (let i = 0; i < 3; i++) {
       await submit(p, key);
@@ -224,7 +226,40 @@ describe('the worker', () => {
     p.clock.advance(15);
     await until(() => claims.length === 2);
     expect(claims[1]).toEqual({ at: started + 25, got: 3 });
-    await until(() => worker.running === 4);
+    await until(() => worker.running === 5);
+  });
+
+  it('claims again at once after a claim of one job, whatever the interval: the next job of a task is not held back at a few tasks a second', async () => {
+    const p = pipeline(scriptedProvider(rendersUntilAborted));
+    const { key } = await p.account(1000);
+    await submit(p, key);
+    const claims: number[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const store = new Proxy(p.store, {
+      get(target, name) {
+        if (name === 'claim')
+          return async (input: Parameters<typeof target.claim>[0]) => {
+            const jobs = await target.claim(input);
+            claims.push(jobs.length);
+            if (claims.length === 1) await held;
+            return jobs;
+          };
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const worker = p.newWorker(scriptedProvider(rendersUntilAborted), { store, queue: store, concurrency: { local: 8 }, claimIntervalMs: 25 });
+    cleanups.unshift(() => worker.stop({ graceMs: 0 }));
+    worker.start();
+    await until(() => claims.length === 1);
+    await submit(p, key);
+    worker.wake();
+    release();
+    // No clock moved: the next round is not waiting for one.
+    await until(() => claims.length === 2);
+    expect(claims).toEqual([1, 1]);
+    await until(() => worker.running === 2);
   });
 
   it('hands the provider the fetched references in order', async () => {

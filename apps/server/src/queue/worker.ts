@@ -52,8 +52,9 @@ export interface WorkerOptions {
   pollMs: number;
   /**
    * Under load, the least time from one claim round's start to the next (default 0): a round woken while the previous one
-   * was under way waits out the rest of it and claims what came meanwhile in one go; a wake-up of an idle worker claims
-   * at once. On PostgreSQL each claim is a query planned and run (config.ts, VIDGEN_CLAIM_INTERVAL_MS).
+   * was under way, and that one claimed more than one job, waits out the rest of it and claims what came meanwhile in one
+   * go; a wake-up of an idle worker, or after a round of one job or none, claims at once. On PostgreSQL each claim is a
+   * query planned and run (config.ts, VIDGEN_CLAIM_INTERVAL_MS).
    */
   claimIntervalMs?: number;
   /** How long an output file is served after completion (D13: 7 days). */
@@ -168,9 +169,13 @@ export function createWorker(options: WorkerOptions): Worker {
     pumped = new Promise((resolve) => (finished = resolve));
     try {
       let roundStartedAt: number | undefined;
+      /** Jobs the last round claimed: more than one is load (at a few tasks a second each round finds one or none). */
+      let lastClaimed = 0;
       do {
-        // A round after a round (woken while the last one claimed): not sooner than claimIntervalMs after that one began.
-        const wait = roundStartedAt === undefined ? 0 : roundStartedAt + claimIntervalMs - clock.now().getTime();
+        // A round after a round that found load (woken while the last one claimed more than one job): not sooner than
+        // claimIntervalMs after that one began. After a round of one job or none, at once: a task's next job (its
+        // webhook) is then usually what woke it, and waiting would only add to the task's latency.
+        const wait = roundStartedAt === undefined || lastClaimed < 2 ? 0 : roundStartedAt + claimIntervalMs - clock.now().getTime();
         if (wait > 0) await new Promise<void>((resolve) => clock.setTimeout(resolve, wait));
         roundStartedAt = clock.now().getTime();
         pumpAgain = false;
@@ -185,6 +190,7 @@ export function createWorker(options: WorkerOptions): Worker {
           lanes.map(({ provider, slots }) => queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, provider, limit: slots })),
         );
         // Jobs claimed are started even when stopping began meanwhile: stop() waits for them.
+        lastClaimed = claims.reduce((sum, claim) => sum + (claim.status === 'fulfilled' ? claim.value.length : 0), 0);
         for (const claim of claims) {
           if (claim.status === 'rejected') logger.error({ err: claim.reason }, 'worker: claiming failed');
           else claim.value.forEach(start);
