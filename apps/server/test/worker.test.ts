@@ -182,14 +182,12 @@ describe('the worker', () => {
     await until(() => purges === 2);
   });
 
-  it('under load claims no sooner than claimIntervalMs after its last claim began, taking what came meanwhile in one go; an idle worker claims at once', async () => {
-    const p = pipeline(scriptedProvider(rendersUntilAborted));
-    const { key } = await p.account(1000);
-    // Two jobs in the first claim: load (after a claim of one job or none the next round would claim at once).
-    await submit(p, key);
-    await submit(p, key);
+  /**
+   * A worker with claimIntervalMs 25 on a store whose claims are recorded (when each began, by the clock, and what it got),
+   * the first one held until `release()`: work announced meanwhile finds a claim under way.
+   */
+  function heldFirstClaim(p: Pipeline) {
     const claims: { at: number; got: number }[] = [];
-    // The first claim held until the test lets it go: work announced meanwhile finds a claim under way.
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     const store = new Proxy(p.store, {
@@ -208,6 +206,16 @@ describe('the worker', () => {
     });
     const worker = p.newWorker(scriptedProvider(rendersUntilAborted), { store, queue: store, concurrency: { local: 8 }, claimIntervalMs: 25 });
     cleanups.unshift(() => worker.stop({ graceMs: 0 }));
+    return { worker, claims, release };
+  }
+
+  it('under load claims no sooner than claimIntervalMs after its last claim began, taking what came meanwhile in one go; an idle worker claims at once', async () => {
+    const p = pipeline(scriptedProvider(rendersUntilAborted));
+    const { key } = await p.account(1000);
+    // Two jobs in the first claim: load (after a claim of one job or none the next round would claim at once).
+    await submit(p, key);
+    await submit(p, key);
+    const { worker, claims, release } = heldFirstClaim(p);
     const started = p.clock.now().getTime();
     // An idle worker claims at once.
     worker.start();
@@ -233,24 +241,8 @@ describe('the worker', () => {
     const p = pipeline(scriptedProvider(rendersUntilAborted));
     const { key } = await p.account(1000);
     await submit(p, key);
-    const claims: number[] = [];
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const store = new Proxy(p.store, {
-      get(target, name) {
-        if (name === 'claim')
-          return async (input: Parameters<typeof target.claim>[0]) => {
-            const jobs = await target.claim(input);
-            claims.push(jobs.length);
-            if (claims.length === 1) await held;
-            return jobs;
-          };
-        const value: unknown = Reflect.get(target, name, target);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
-    const worker = p.newWorker(scriptedProvider(rendersUntilAborted), { store, queue: store, concurrency: { local: 8 }, claimIntervalMs: 25 });
-    cleanups.unshift(() => worker.stop({ graceMs: 0 }));
+    const { worker, claims, release } = heldFirstClaim(p);
+    const started = p.clock.now().getTime();
     worker.start();
     await until(() => claims.length === 1);
     await submit(p, key);
@@ -258,7 +250,7 @@ describe('the worker', () => {
     release();
     // No clock moved: the next round is not waiting for one.
     await until(() => claims.length === 2);
-    expect(claims).toEqual([1, 1]);
+    expect(claims).toEqual([{ at: started, got: 1 }, { at: started, got: 1 }]);
     await until(() => worker.running === 2);
   });
 
