@@ -9,11 +9,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newRequestId } from '../src/domain/ids.js';
 import { createMetrics } from '../src/http/metrics.js';
 import { openBackend } from '../src/store/open.js';
 import type { NewTask, Store } from '../src/store/store.js';
-import { silentLogger } from './support.js';
+import { newTask, silentLogger } from './support.js';
 
 const root = resolve(import.meta.dirname, '..');
 const tsx = join(root, 'node_modules/.bin/tsx');
@@ -41,22 +40,7 @@ async function fill(store: Store) {
   let n = 0;
   const submit = async (price: number, patch: Partial<NewTask> = {}) => {
     const created = later(++n * 1_000);
-    const task: NewTask = {
-      id: newRequestId(created),
-      accountId: 'acc_ops',
-      model: 'vidgen-2.0',
-      prompt: 'p',
-      duration: 5,
-      aspectRatio: '16:9',
-      resolution: '720p',
-      mode: 'text_to_video',
-      mediaUrls: [],
-      metadata: null,
-      webhookUrl: null,
-      creditsCharged: price,
-      deadlineAt: later(3600_000),
-      ...patch,
-    };
+    const task = newTask('acc_ops', price, created, { deadlineAt: later(3600_000), ...patch });
     const outcome = await store.submitTask({ task, job: { maxAttempts: 3, provider: 'byteplus' }, idempotency: null, now: created, respond: () => ({ status: 202, body: {} }) });
     if (outcome.kind !== 'created') throw new Error(`not created: ${outcome.kind}`);
     return task.id;

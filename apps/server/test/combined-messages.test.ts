@@ -7,7 +7,6 @@
  * fault handling also without a database (the combiner over a `send` of the test's).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { newRequestId } from '../src/domain/ids.js';
 import { openBackend, type Backend } from '../src/store/open.js';
 import { combinedStatements, MessageCombiner, type Combinable, type UsageDelta } from '../src/store/postgres/combined-messages.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
@@ -15,7 +14,7 @@ import type { Statement } from '../src/store/postgres/kept-plans.js';
 import type { NewTask, StartOutcome, StoredResponse, TaskRecord } from '../src/store/store.js';
 import { storeFaults } from './support/faults.js';
 import { createTestDatabase, hasPostgres } from './support/postgres.js';
-import { silentLogger, until } from './support.js';
+import { newTask, silentLogger, until } from './support.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
 const later = (ms: number) => new Date(now.getTime() + ms);
@@ -79,21 +78,20 @@ describe('the order of a combined message', () => {
     ]);
   });
 
+  /** A combiner over `send`, of at most 64 callers a message, on shard 0. */
+  const combinerOver = (send: (statements: Statement[]) => Promise<void>, options: { lanes: number; answered: (error: unknown) => boolean }) =>
+    new MessageCombiner({ send, usage, maxCallers: 64, shard: () => 0, ...options });
   /** A combiner over a send of the test's: records each message, fails those `failing` says to. */
   const combiner = (failing: (statements: Statement[]) => unknown) => {
     const sent: string[][] = [];
-    const combine = new MessageCombiner({
-      send: async (statements) => {
+    const combine = combinerOver(
+      async (statements) => {
         sent.push(statements.map(([text]) => text));
         const error = failing(statements);
         if (error) throw error;
       },
-      usage,
-      answered: (error) => typeof (error as { code?: unknown }).code === 'string',
-      lanes: 2,
-      maxCallers: 64,
-      shard: () => 0,
-    });
+      { lanes: 2, answered: (error) => typeof (error as { code?: unknown }).code === 'string' },
+    );
     return { combine, sent };
   };
   const answered = Object.assign(new Error('insufficient_credits'), { code: 'VG001' });
@@ -130,19 +128,15 @@ describe('the order of a combined message', () => {
   it("sends a refused message's callers again outside its lane: the next message does not wait for them", async () => {
     const heldAlone: (() => void)[] = [];
     const sent: string[][] = [];
-    const combine = new MessageCombiner({
-      send: (statements) => {
+    const combine = combinerOver(
+      (statements) => {
         sent.push(statements.map(([text]) => text));
         if (statements.length > 1 && statements.some(([text]) => text.startsWith('x'))) return Promise.reject(answered);
         if (statements.length === 1) return new Promise<void>((done) => heldAlone.push(done));
         return Promise.resolve();
       },
-      usage,
-      answered: () => true,
-      lanes: 1,
-      maxCallers: 64,
-      shard: () => 0,
-    });
+      { lanes: 1, answered: () => true },
+    );
     const refused = [combine.send(caller('x', 0, 'x', [])), combine.send(caller('y', 0, 'y', []))];
     await until(() => heldAlone.length === 2);
     // Both still waiting for their own transactions; the next callers go together meanwhile.
@@ -155,17 +149,13 @@ describe('the order of a combined message', () => {
   it('keeps at most its lanes in flight; callers arriving meanwhile go together in the next message', async () => {
     const held: (() => void)[] = [];
     const sent: string[][] = [];
-    const combine = new MessageCombiner({
-      send: (statements) => {
+    const combine = combinerOver(
+      (statements) => {
         sent.push(statements.map(([text]) => text));
         return new Promise<void>((done) => held.push(done));
       },
-      usage,
-      answered: () => true,
-      lanes: 1,
-      maxCallers: 64,
-      shard: () => 0,
-    });
+      { lanes: 1, answered: () => true },
+    );
     const first = combine.send(caller('x', 0, 'x', []));
     await new Promise((resolve) => setImmediate(resolve));
     const rest = [combine.send(caller('y', 0, 'y', [])), combine.send(caller('w', 0, 'w', []))];
@@ -186,22 +176,8 @@ describe.skipIf(!hasPostgres)('combined messages on PostgreSQL', () => {
   let first: Backend;
   let second: Backend;
   const respond = (task: { id: string; creditsCharged: number }): StoredResponse => ({ status: 202, body: { requestId: task.id } });
-  const task = (accountId: string, price: number, at: Date, patch: Partial<NewTask> = {}): NewTask => ({
-    id: newRequestId(at),
-    accountId,
-    model: 'vidgen-2.0',
-    prompt: 'p',
-    duration: 5,
-    aspectRatio: '16:9',
-    resolution: '720p',
-    mode: 'text_to_video',
-    mediaUrls: [],
-    metadata: null,
-    webhookUrl: 'https://hooks.example.com/v',
-    creditsCharged: price,
-    deadlineAt: new Date(at.getTime() + 30 * 60_000),
-    ...patch,
-  });
+  const task = (accountId: string, price: number, at: Date, patch: Partial<NewTask> = {}): NewTask =>
+    newTask(accountId, price, at, { webhookUrl: 'https://hooks.example.com/v', ...patch });
   const job = { maxAttempts: 3, provider: 'local' };
   const pg = (backend: Backend) => backend.store as PgStore;
 

@@ -9,34 +9,18 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { newRequestId } from '../src/domain/ids.js';
 import { openBackend, type Backend } from '../src/store/open.js';
 import { backendKinds } from './support/backends.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { NewTask, StoredResponse, TaskRecord } from '../src/store/store.js';
-import { silentLogger } from './support.js';
+import { newTask, silentLogger } from './support.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
 const later = (ms: number) => new Date(now.getTime() + ms);
 const respond = (task: { id: string; creditsCharged: number }): StoredResponse => ({ status: 202, body: { requestId: task.id, creditsCharged: task.creditsCharged } });
 
-const task = (price: number, at = now, patch: Partial<NewTask> = {}): NewTask => ({
-  id: newRequestId(at),
-  accountId: 'acc_1',
-  model: 'vidgen-2.0',
-  prompt: 'p',
-  duration: 5,
-  aspectRatio: '16:9',
-  resolution: '720p',
-  mode: 'text_to_video',
-  mediaUrls: [],
-  metadata: null,
-  webhookUrl: null,
-  creditsCharged: price,
-  deadlineAt: new Date(at.getTime() + 30 * 60_000),
-  ...patch,
-});
+const task = (price: number, at = now, patch: Partial<NewTask> = {}): NewTask => newTask('acc_1', price, at, patch);
 const job = { maxAttempts: 3, provider: 'local' };
 /** The lease the queue tests use: short, so that a lost one comes back within the test. */
 const LEASE_MS = 1_000;

@@ -8,7 +8,8 @@ import { createInProcessTaskEvents } from '../src/events/in-process.js';
 import type { AppConfig, AppDeps } from '../src/http/deps.js';
 import type { Clock } from '../src/interfaces.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import type { Store } from '../src/store/store.js';
+import type { NewTask, Store } from '../src/store/store.js';
+import { newRequestId } from '../src/domain/ids.js';
 import type { OutputFiles } from '../src/files/storage.js';
 import type { Provider } from '../src/providers/provider.js';
 import type { JobQueue } from '../src/queue/queue.js';
@@ -38,6 +39,24 @@ export class ManualClock implements Clock {
 }
 
 export const silentLogger = pino({ level: 'silent' });
+
+/** A task as a submission makes it (text to video, 5 s, 720p, no webhook, due 30 minutes after `at`), its id from `at`; `patch` for the rest. */
+export const newTask = (accountId: string, creditsCharged: number, at: Date, patch: Partial<NewTask> = {}): NewTask => ({
+  id: newRequestId(at),
+  accountId,
+  model: 'vidgen-2.0',
+  prompt: 'p',
+  duration: 5,
+  aspectRatio: '16:9',
+  resolution: '720p',
+  mode: 'text_to_video',
+  mediaUrls: [],
+  metadata: null,
+  webhookUrl: null,
+  creditsCharged,
+  deadlineAt: new Date(at.getTime() + 30 * 60_000),
+  ...patch,
+});
 
 export interface Harness<S extends Store = SqliteStore> {
   app: ReturnType<typeof createApp>;
