@@ -141,8 +141,9 @@ async function measure(name: string, database: Config['database'], topology: Top
   const profile = process.env.VIDGEN_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.VIDGEN_BENCH_CPU_PROF}`] : [];
   const env = {
     ...pipelineEnv({ databaseUrl: database.kind === 'sqlite' ? `sqlite:${database.path}` : database.url, dataDir, receiverCaFile: receiver.writeCa(dataDir) }),
-    VIDGEN_INSTANT_CONCURRENCY: '64',
-    VIDGEN_WEBHOOK_CONCURRENCY: '64',
+    // 64 of each unless set for the run (the same for every store): the slots a worker process runs at once.
+    VIDGEN_INSTANT_CONCURRENCY: process.env.VIDGEN_INSTANT_CONCURRENCY ?? '64',
+    VIDGEN_WEBHOOK_CONCURRENCY: process.env.VIDGEN_WEBHOOK_CONCURRENCY ?? '64',
     VIDGEN_BENCH_COUNT_SQL: countDir,
   };
   const children: ChildProcess[] = [];

@@ -60,7 +60,8 @@ export interface Config {
   /**
    * VIDGEN_CLAIM_INTERVAL_MS: under load (work announced while a worker's claim of more than one job was under way) its
    * next claim waits until this long after the last one began, taking what came meanwhile in one go; work announced to
-   * an idle worker, or after a claim of one job or none, is claimed at once. Default 25 on PostgreSQL, where a claim is a
+   * an idle worker, or after a claim of one job or none, is claimed at once; and so is work of a lane whose last claim got
+   * all it asked for, once half its slots are free (they would stand idle). Default 25 on PostgreSQL, where a claim is a
    * query PostgreSQL plans and runs (0.4 ms of its CPU: with the default it spent 12–19 % less CPU a task in the
    * pipeline benchmark, BENCHMARKS.md), 0 on SQLite, where claiming at once measured faster.
    */

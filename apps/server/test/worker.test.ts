@@ -186,7 +186,7 @@ describe('the worker', () => {
    * A worker with claimIntervalMs 25 on a store whose claims are recorded (when each began, by the clock, and what it got),
    * the first one held until `release()`: work announced meanwhile finds a claim under way.
    */
-  function heldFirstClaim(p: Pipeline) {
+  function heldFirstClaim(p: Pipeline, slots = 8) {
     const claims: { at: number; got: number }[] = [];
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
@@ -204,7 +204,7 @@ describe('the worker', () => {
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });
-    const worker = p.newWorker(scriptedProvider(rendersUntilAborted), { store, queue: store, concurrency: { local: 8 }, claimIntervalMs: 25 });
+    const worker = p.newWorker(scriptedProvider(rendersUntilAborted), { store, queue: store, concurrency: { local: slots }, claimIntervalMs: 25 });
     cleanups.unshift(() => worker.stop({ graceMs: 0 }));
     return { worker, claims, release };
   }
@@ -251,6 +251,31 @@ describe('the worker', () => {
     // No clock moved: the next round is not waiting for one.
     await until(() => claims.length === 2);
     expect(claims).toEqual([{ at: started, got: 1 }, { at: started, got: 1 }]);
+    await until(() => worker.running === 2);
+  });
+
+  it('under load claims before the interval is out once half the slots of a lane with work waiting are free: they would stand idle', async () => {
+    const p = pipeline(scriptedProvider(rendersUntilAborted));
+    const { key } = await p.account(1000);
+    const first = await submit(p, key);
+    await submit(p, key);
+    const { worker, claims, release } = heldFirstClaim(p, 2);
+    const started = p.clock.now().getTime();
+    worker.start();
+    await until(() => claims.length === 1);
+    // Both slots taken by a claim that got all it asked for: more may be waiting (one more is).
+    expect(claims[0]).toEqual({ at: started, got: 2 });
+    await submit(p, key);
+    worker.wake();
+    release();
+    await until(() => worker.running === 2);
+    // Waiting out the interval: no slot is free.
+    for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(claims).toHaveLength(1);
+    // A render ends (its task cancelled): half the slots are free, and the next round claims without waiting for the clock.
+    expect((await p.request('POST', `${SUBMIT}/${first}/cancel`, { key })).status).toBe(200);
+    await until(() => claims.length === 2);
+    expect(claims[1]).toEqual({ at: started, got: 1 });
     await until(() => worker.running === 2);
   });
 
