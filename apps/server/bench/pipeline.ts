@@ -35,6 +35,7 @@ import pino from 'pino';
 import { openBackend } from '../src/store/open.js';
 import type { Config } from '../src/config.js';
 import { createAccountWithKey, freePort, pipelineEnv, startServerProcess, startWebhookReceiver, stopServerProcess, type Role } from '../test/support/pipeline-processes.js';
+import { cpuPerTask, cpuSnapshot, type CpuCost } from './http/cpu-cost.js';
 import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 import { runPostgresFloor, type FloorProtocol, type FloorResult } from './http/pg-floor.js';
@@ -80,7 +81,7 @@ const ROUNDS = Math.max(1, Number(values.rounds));
 /** VIDGEN_BENCH_SERVER_MAIN: another build's entry (relative to apps/server) for an A/B pair, e.g. `.dist-base/main.js`. */
 const MAIN = process.env.VIDGEN_BENCH_SERVER_MAIN ?? 'dist/main.js';
 type Topology = 'all' | 'split';
-const costs: { name: string; cost: TaskCost }[] = [];
+const costs: { name: string; cost: TaskCost; cpu: CpuCost | undefined }[] = [];
 
 const received = new Map<string, number>();
 const waiters = new Map<string, () => void>();
@@ -147,8 +148,9 @@ async function measure(name: string, database: Config['database'], topology: Top
     VIDGEN_BENCH_COUNT_SQL: countDir,
   };
   const children: ChildProcess[] = [];
+  const servers: { role: string; pid: number }[] = [];
   const start = (role: Role, extra: Record<string, string> = {}) =>
-    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile], main: MAIN, inheritStderr: true, onSpawn: (child) => children.push(child) });
+    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile], main: MAIN, inheritStderr: true, onSpawn: (child) => (children.push(child), servers.push({ role, pid: child.pid! })) });
   let baseUrls: string[];
   try {
     if (topology === 'all') {
@@ -200,6 +202,7 @@ async function measure(name: string, database: Config['database'], topology: Top
     // Throughput: as fast as submits are answered, until the last webhook arrives.
     const postgresUrl = database.kind === 'postgres' ? database.url : undefined;
     const costBefore = await costSnapshot(children, countDir, postgresUrl);
+    const cpuBefore = cpuSnapshot(servers);
     const started = performance.now();
     let next = 0;
     const ids: string[] = [];
@@ -214,8 +217,10 @@ async function measure(name: string, database: Config['database'], topology: Top
     const submitted = performance.now();
     await Promise.all(ids.map(delivered));
     const finished = performance.now();
+    const cpuAfter = cpuSnapshot(servers);
     const throughput = TASKS / ((finished - started) / 1000);
-    costs.push({ name, cost: costPerTask(costBefore, await costSnapshot(children, countDir, postgresUrl), TASKS, database.kind) });
+    const cpu = cpuBefore && cpuAfter ? cpuPerTask(cpuBefore, cpuAfter, TASKS) : undefined;
+    costs.push({ name, cost: costPerTask(costBefore, await costSnapshot(children, countDir, postgresUrl), TASKS, database.kind), cpu });
 
     // Latency, not saturated: paced submits, each timed from send to its webhook.
     const latencies: number[] = [];
@@ -352,6 +357,16 @@ console.log('|---|---|---|---|---|---|');
 const lastCosts = [...new Map(costs.map((entry) => [entry.name, entry])).values()];
 for (const { name, cost } of lastCosts) {
   console.log(`| ${name} | ${fixed(cost.transactions, 2)} | ${fixed(cost.statements)} | ${fixed(cost.roundTrips)} | ${cost.walBytes.toFixed(0)} | ${fixed(cost.rowsWritten)} |`);
+}
+const withCpu = lastCosts.filter(({ cpu }) => cpu);
+if (withCpu.length) {
+  console.log('\nThe CPU a task costs (throughput window, ms a task, from /proc; server threads by role: main thread + the others, libuv\'s pool and V8\'s helpers; bench/http/cpu-cost.ts):\n');
+  console.log('| store | server main threads | server other threads | PostgreSQL | bench | all | machine idle |');
+  console.log('|---|---|---|---|---|---|---|');
+  const byRole = (cpu: CpuCost, part: 'main' | 'other') => cpu.byRole.map((role) => `${role[part].toFixed(2)}${cpu.byRole.length > 1 ? ` ${role.role}` : ''}`).join(' + ');
+  for (const { name, cpu } of withCpu) {
+    console.log(`| ${name} | ${byRole(cpu!, 'main')} | ${byRole(cpu!, 'other')} | ${cpu!.postgres.toFixed(2)} | ${cpu!.bench.toFixed(2)} | ${cpu!.total.toFixed(2)} | ${cpu!.idlePercent.toFixed(0)} % |`);
+  }
 }
 for (const { name, cost } of lastCosts) {
   console.log(`\n${name}: statements per task, most frequent first`);

@@ -1,0 +1,90 @@
+/**
+ * The CPU a task costs, for bench/pipeline.ts: read from /proc (Linux) at the start and the end of the throughput
+ * window. Each server process's main thread (JavaScript, and the syscalls it makes: sockets, SQLite) apart from its
+ * other threads (libuv's pool, which copies and moves the output files, and V8's helpers: GC, compilation);
+ * PostgreSQL's processes (its backends, the WAL writer, the checkpointer: every process named `postgres`, so nothing
+ * else may use the cluster while a bench runs; a backend that exits within the window takes its time with it, and the
+ * server's pools keep theirs); the bench itself (its HTTP client and webhook receiver); and the machine's idle share.
+ * On a machine without /proc: undefined, and the table is left out.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+
+export interface CpuSnapshot {
+  /** CPU seconds of each server process: its main thread, and all of its threads. */
+  servers: { role: string; main: number; total: number }[];
+  postgres: number;
+  bench: number;
+  /** /proc/stat's jiffies: all, and idle (iowait included). */
+  machine: { all: number; idle: number };
+}
+
+const TICKS = 100; // USER_HZ: 100 on every Linux that node runs on
+
+/** utime + stime of a /proc/<pid>[/task/<tid>]/stat line, in seconds. */
+function cpuSeconds(statPath: string): number {
+  try {
+    // Fields after the command (which may hold spaces), from `state`: utime and stime are the 12th and 13th.
+    const stat = readFileSync(statPath, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / TICKS;
+  } catch {
+    return 0; // gone meanwhile
+  }
+}
+
+function postgresSeconds(): number {
+  let seconds = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') seconds += cpuSeconds(`/proc/${pid}/stat`);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return seconds;
+}
+
+export function cpuSnapshot(servers: { role: string; pid: number }[]): CpuSnapshot | undefined {
+  if (!existsSync('/proc/stat')) return undefined;
+  const [all, idle] = (() => {
+    const jiffies = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    return [jiffies.reduce((sum, n) => sum + n, 0), jiffies[3]! + jiffies[4]!];
+  })();
+  const usage = process.cpuUsage();
+  return {
+    servers: servers.map(({ role, pid }) => ({ role, main: cpuSeconds(`/proc/${pid}/task/${pid}/stat`), total: cpuSeconds(`/proc/${pid}/stat`) })),
+    postgres: postgresSeconds(),
+    bench: (usage.user + usage.system) / 1e6,
+    machine: { all: all!, idle: idle! },
+  };
+}
+
+export interface CpuCost {
+  /** Milliseconds a task, per server role (summed over that role's processes): main thread, and the other threads. */
+  byRole: { role: string; main: number; other: number }[];
+  postgres: number;
+  bench: number;
+  total: number;
+  /** The machine's idle share over the window, in %. */
+  idlePercent: number;
+}
+
+/** Per task between two snapshots of the same processes. */
+export function cpuPerTask(before: CpuSnapshot, after: CpuSnapshot, tasks: number): CpuCost {
+  const ms = (seconds: number) => (seconds * 1000) / tasks;
+  const roles = new Map<string, { main: number; other: number }>();
+  after.servers.forEach((server, i) => {
+    const start = before.servers[i]!;
+    const role = roles.get(server.role) ?? { main: 0, other: 0 };
+    role.main += ms(server.main - start.main);
+    role.other += ms(server.total - server.main - (start.total - start.main));
+    roles.set(server.role, role);
+  });
+  const byRole = [...roles.entries()].map(([role, cost]) => ({ role, ...cost }));
+  const postgres = ms(after.postgres - before.postgres);
+  const bench = ms(after.bench - before.bench);
+  const total = byRole.reduce((sum, role) => sum + role.main + role.other, 0) + postgres + bench;
+  const idlePercent = (100 * (after.machine.idle - before.machine.idle)) / (after.machine.all - before.machine.all);
+  return { byRole, postgres, bench, total, idlePercent };
+}
