@@ -345,9 +345,12 @@ console.table(rows);
 // Markdown (lines not starting with │, so the table above stays the one pipeline-run.ts parses).
 if (floor.length) {
   console.log('\nThe PostgreSQL floor: the statements of a task run by pgbench on a database migrated as the server\'s, no server (bench/http/pg-floor.ts):\n');
-  console.log('| connections | protocol | tasks a script | tasks/s | tasks | failed |');
-  console.log('|---|---|---|---|---|---|');
-  for (const { clients, protocol, batch, result } of floor) console.log(`| ${clients} | ${protocol} | ${batch} | ${result.tasksPerSecond.toFixed(0)} | ${result.tasks} | ${result.failed} |`);
+  console.log('| connections | protocol | tasks a script | tasks/s | tasks | failed | PostgreSQL CPU a task |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const { clients, protocol, batch, result } of floor) {
+    const cpu = result.postgresCpuMs === undefined ? '—' : `${result.postgresCpuMs.toFixed(2)} ms`;
+    console.log(`| ${clients} | ${protocol} | ${batch} | ${result.tasksPerSecond.toFixed(0)} | ${result.tasks} | ${result.failed} | ${cpu} |`);
+  }
 }
 const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
 console.log('\nWhat a task costs its store (throughput window, per task; PostgreSQL transactions from pg_stat_database, statements and round trips counted at the client; SQLite transactions are write commits):\n');

@@ -3,8 +3,8 @@
  * window. Each server process's main thread (JavaScript, and the syscalls it makes: sockets, SQLite) apart from its
  * other threads (libuv's pool, which copies and moves the output files, and V8's helpers: GC, compilation);
  * PostgreSQL's processes (its backends, the WAL writer, the checkpointer: every process named `postgres`, so nothing
- * else may use the cluster while a bench runs; a backend that exits within the window takes its time with it, and the
- * server's pools keep theirs); the bench itself (its HTTP client and webhook receiver); and the machine's idle share.
+ * else may use the cluster while a bench runs; a backend that has exited counts through its postmaster's reaped
+ * children); the bench itself (its HTTP client and webhook receiver); and the machine's idle share.
  * On a machine without /proc: undefined, and the table is left out.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -20,27 +20,43 @@ export interface CpuSnapshot {
 
 const TICKS = 100; // USER_HZ: 100 on every Linux that node runs on
 
-/** utime + stime of a /proc/<pid>[/task/<tid>]/stat line, in seconds. */
-function cpuSeconds(statPath: string): number {
+/** The fields of a /proc/<pid>[/task/<tid>]/stat line after the command (which may hold spaces), from `state` on; empty when gone. */
+function statFields(statPath: string): string[] {
   try {
-    // Fields after the command (which may hold spaces), from `state`: utime and stime are the 12th and 13th.
     const stat = readFileSync(statPath, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / TICKS;
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
-    return 0; // gone meanwhile
+    return []; // gone meanwhile
   }
 }
 
-function postgresSeconds(): number {
-  let seconds = 0;
+/** utime + stime, in seconds (0 when gone). */
+function cpuSeconds(statPath: string): number {
+  const fields = statFields(statPath);
+  return fields.length ? (Number(fields[11]) + Number(fields[12])) / TICKS : 0;
+}
+
+/**
+ * PostgreSQL's CPU seconds so far: its live processes' own, and those of the ones that exited (backends of closed
+ * connections), which the postmaster's reaped-children times hold. Undefined without /proc.
+ */
+export function postgresCpuSeconds(): number | undefined {
+  if (!existsSync('/proc/stat')) return undefined;
+  const processes = new Map<string, string[]>();
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
     try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') seconds += cpuSeconds(`/proc/${pid}/stat`);
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') processes.set(pid, statFields(`/proc/${pid}/stat`));
     } catch {
       // gone meanwhile
     }
+  }
+  let seconds = 0;
+  for (const fields of processes.values()) {
+    if (!fields.length) continue;
+    seconds += (Number(fields[11]) + Number(fields[12])) / TICKS;
+    // The postmaster (its parent is not PostgreSQL): plus its children that exited, cutime and cstime.
+    if (!processes.has(fields[1]!)) seconds += (Number(fields[13]) + Number(fields[14])) / TICKS;
   }
   return seconds;
 }
@@ -54,7 +70,7 @@ export function cpuSnapshot(servers: { role: string; pid: number }[]): CpuSnapsh
   const usage = process.cpuUsage();
   return {
     servers: servers.map(({ role, pid }) => ({ role, main: cpuSeconds(`/proc/${pid}/task/${pid}/stat`), total: cpuSeconds(`/proc/${pid}/stat`) })),
-    postgres: postgresSeconds(),
+    postgres: postgresCpuSeconds()!,
     bench: (usage.user + usage.system) / 1e6,
     machine: { all: all!, idle: idle! },
   };

@@ -21,6 +21,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { postgresCpuSeconds } from './cpu-cost.js';
 
 const BODY = JSON.stringify({ type: 'task.succeeded', data: { requestId: 'gen_x', status: 'succeeded', output: { url: 'x'.repeat(400) } } }).replace(/'/g, "''");
 
@@ -129,6 +130,8 @@ export interface FloorResult {
   tasksPerSecond: number;
   tasks: number;
   failed: number;
+  /** PostgreSQL's CPU a task over the run, in ms (bench/http/cpu-cost.ts; undefined without /proc). */
+  postgresCpuMs: number | undefined;
 }
 
 /**
@@ -149,6 +152,7 @@ export async function runPostgresFloor(url: string, accountId: string, options: 
     const batch = options.batch ?? 1;
     writeFileSync(file, batch > 1 ? (options.combined ? combinedScript(accountId, batch) : batchedScript(accountId, batch)) : script(accountId));
     const args = ['--no-vacuum', `--protocol=${options.protocol ?? 'prepared'}`, `--client=${options.clients}`, '--jobs=2', `--time=${options.seconds}`, `--file=${file}`, url];
+    const cpuBefore = postgresCpuSeconds();
     const output = await new Promise<string>((done, fail) =>
       execFile('pgbench', args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => (error ? fail(new Error(`pgbench failed: ${stderr || error.message}`)) : done(stdout + stderr))),
     );
@@ -156,7 +160,10 @@ export async function runPostgresFloor(url: string, accountId: string, options: 
     const processed = /number of transactions actually processed: (\d+)/.exec(output);
     if (!tps || !processed) throw new Error(`pgbench printed no result:\n${output}`);
     const failed = /number of failed transactions: (\d+)/.exec(output);
-    return { tasksPerSecond: Number(tps[1]) * batch, tasks: Number(processed[1]) * batch, failed: failed ? Number(failed[1]) * batch : 0 };
+    const tasks = Number(processed[1]) * batch;
+    const cpuAfter = postgresCpuSeconds();
+    const postgresCpuMs = cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) * 1000) / tasks;
+    return { tasksPerSecond: Number(tps[1]) * batch, tasks, failed: failed ? Number(failed[1]) * batch : 0, postgresCpuMs };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
