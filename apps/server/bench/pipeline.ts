@@ -87,10 +87,11 @@ const costs: { name: string; cost: TaskCost; cpu: CpuCost | undefined }[] = [];
  * after thousands of files were deleted, ext4's inode allocator steps over the freed inodes (recently_deleted) with its
  * threads spinning on the group's lock, and a file created meanwhile cost 0.5-0.9 ms of kernel CPU instead of 0.1-0.2
  * (perf on this machine). The round after a removal paid it, the first round of a run did not: SQLite's rounds ran
- * 2,276 / 1,539 / 1,403 tasks/s (BENCHMARKS.md, ninth pass).
+ * 2,276 / 1,539 / 1,403 tasks/s (BENCHMARKS.md, ninth pass). VIDGEN_BENCH_KEEP_FILES=1 leaves them (runs back to back, each
+ * then not paying for the last one's removal; remove /tmp/vidgen-bench-* after).
  */
 const leftBehind: string[] = [];
-process.on('exit', () => leftBehind.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+if (!process.env.VIDGEN_BENCH_KEEP_FILES) process.on('exit', () => leftBehind.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
 const received = new Map<string, number>();
 const waiters = new Map<string, () => void>();
