@@ -39,6 +39,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpuSecondsOf } from './http/cpu-cost.js';
 import { writeSection } from './http/sections.js';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -62,7 +63,6 @@ const PROMPT = 'upstream bench task';
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 /** prom-client's monitorEventLoopDelay resolution: an idle loop reads about this much. */
 const EVENT_LOOP_RESOLUTION_MS = 10;
-const CLOCK_TICKS_PER_SECOND = 100;
 
 export interface UpstreamBenchOptions {
   tasks: number;
@@ -204,13 +204,6 @@ function metric(text: string, name: string, labels = ''): number | undefined {
 }
 
 /** utime + stime of a live process, in seconds. */
-function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // The command may contain spaces: the fields start after its closing parenthesis.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
-}
-
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 export async function runUpstreamBench(options: UpstreamBenchOptions): Promise<UpstreamBenchResult> {

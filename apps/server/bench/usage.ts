@@ -39,6 +39,7 @@ import { DEFAULT_PRICES, MODEL_IDS, MODEL_RULES, priceOf, type ModelId, type Res
 import { newUlid } from '../src/domain/ids.js';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, type NodeService } from './http/children.js';
+import { cpuSecondsOf } from './http/cpu-cost.js';
 import { mulberry32 } from './http/random.js';
 import { describeMachine, markdownTable, type Machine, type Target } from './http/report.js';
 import { readTemplate, selectRow } from './http/seed.js';
@@ -124,13 +125,6 @@ export interface UsageBenchResult {
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** utime + stime of a live process, in seconds (clock ticks of 10 ms). */
-function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // The command may contain spaces: the fields start after its closing parenthesis.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
 
 const stop = (child: NodeService['child']) => stopServerProcess(child, 15_000);
 

@@ -147,10 +147,3 @@ export async function runCli<T>(env: Record<string, string>, args: string[]): Pr
   return JSON.parse(stdout) as T;
 }
 
-/** CPU time (user + system) a live process has used so far, in seconds (/proc, clock ticks of 10 ms). */
-export function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command (which may hold spaces) and its closing parenthesis: utime and stime are the 12th and 13th.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}

@@ -18,22 +18,21 @@ export interface CpuSnapshot {
   machine: { all: number; idle: number };
 }
 
-const TICKS = 100; // USER_HZ: 100 on every Linux that node runs on
+/** USER_HZ, the unit of /proc's CPU times: 100 on every Linux that node runs on. */
+const TICKS = 100;
 
-/** The fields of a /proc/<pid>[/task/<tid>]/stat line after the command (which may hold spaces), from `state` on; empty when gone. */
+/** The fields of a /proc/<pid>[/task/<tid>]/stat line after the command (which may hold spaces), from `state` on. Throws when gone. */
 function statFields(statPath: string): string[] {
-  try {
-    const stat = readFileSync(statPath, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return []; // gone meanwhile
-  }
+  const stat = readFileSync(statPath, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
-/** utime + stime, in seconds (0 when gone). */
-function cpuSeconds(statPath: string): number {
-  const fields = statFields(statPath);
-  return fields.length ? (Number(fields[11]) + Number(fields[12])) / TICKS : 0;
+/** utime + stime: the 12th and 13th fields from `state`. */
+const ownSeconds = (fields: string[]) => (Number(fields[11]) + Number(fields[12])) / TICKS;
+
+/** A process's CPU seconds so far, all of its threads (or the thread `tid` only), from /proc. Throws when it is gone. */
+export function cpuSecondsOf(pid: number, tid?: number): number {
+  return ownSeconds(statFields(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`));
 }
 
 /**
@@ -53,8 +52,7 @@ export function postgresCpuSeconds(): number | undefined {
   }
   let seconds = 0;
   for (const fields of processes.values()) {
-    if (!fields.length) continue;
-    seconds += (Number(fields[11]) + Number(fields[12])) / TICKS;
+    seconds += ownSeconds(fields);
     // The postmaster (its parent is not PostgreSQL): plus its children that exited, cutime and cstime.
     if (!processes.has(fields[1]!)) seconds += (Number(fields[13]) + Number(fields[14])) / TICKS;
   }
@@ -69,7 +67,7 @@ export function cpuSnapshot(servers: { role: string; pid: number }[]): CpuSnapsh
   })();
   const usage = process.cpuUsage();
   return {
-    servers: servers.map(({ role, pid }) => ({ role, main: cpuSeconds(`/proc/${pid}/task/${pid}/stat`), total: cpuSeconds(`/proc/${pid}/stat`) })),
+    servers: servers.map(({ role, pid }) => ({ role, main: cpuSecondsOf(pid, pid), total: cpuSecondsOf(pid) })),
     postgres: postgresCpuSeconds()!,
     bench: (usage.user + usage.system) / 1e6,
     machine: { all: all!, idle: idle! },

@@ -5,20 +5,16 @@
  * it), PostgreSQL's own counters for the bench database (pg_stat_database, pg_stat_user_tables, the
  * WAL position) and the CPU of the database's backends (from /proc).
  */
-import { readFileSync } from 'node:fs';
 import { Agent, createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { startNodeProcess, type NodeService } from './children.js';
-
-const CLOCK_TICKS_PER_SECOND = 100;
+import { cpuSecondsOf } from './cpu-cost.js';
 
 /** utime + stime of a live process, in seconds (NaN when it is gone). */
-export function cpuSecondsOfPid(pid: number): number {
+function cpuSecondsOrNaN(pid: number): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+    return cpuSecondsOf(pid);
   } catch {
     return NaN;
   }
@@ -140,7 +136,7 @@ export async function watchPostgres(adminUrl: string, databaseUrl: string): Prom
         )
       ).rows[0] as Record<string, unknown>;
       const pids = (await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [name])).rows.map((row: { pid: number }) => row.pid);
-      const backendCpu = new Map(pids.map((pid) => [pid, cpuSecondsOfPid(pid)] as [number, number]).filter(([, cpu]) => Number.isFinite(cpu)));
+      const backendCpu = new Map(pids.map((pid) => [pid, cpuSecondsOrNaN(pid)] as [number, number]).filter(([, cpu]) => Number.isFinite(cpu)));
       const tables: PgCounters['tables'] = {};
       await bench.query('SELECT pg_stat_clear_snapshot()');
       for (const row of (
