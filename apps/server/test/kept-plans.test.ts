@@ -154,7 +154,7 @@ describe.skipIf(!hasPostgres)("the store's kept statements", () => {
     expect(named).toBeGreaterThanOrEqual(1);
     // Kept plans are generic (none planned again per execution): the store's connections say so; off, they do not.
     expect((await store.pool.query('SHOW plan_cache_mode')).rows).toEqual([{ plan_cache_mode: 'force_generic_plan' }]);
-    const off = new PgStore(database.url, {} as PgJobs, { webhookJobAttempts: 20, keepPlans: false });
+    const off = new PgStore(database.url, {} as PgJobs, { keepPlans: false });
     try {
       expect((await off.pool.query('SHOW plan_cache_mode')).rows).toEqual([{ plan_cache_mode: 'auto' }]);
     } finally {

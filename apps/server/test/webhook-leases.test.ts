@@ -16,7 +16,6 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalOutputFiles } from '../src/files/storage.js';
 import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
-import type { PgBossQueue } from '../src/queue/pg-boss-queue.js';
 import type { Job, JobQueue } from '../src/queue/queue.js';
 import type { Worker, WorkerOptions } from '../src/queue/worker.js';
 import type { Backend } from '../src/store/open.js';
@@ -83,8 +82,8 @@ function observed(queue: JobQueue, state: { unreachable: boolean } = { unreachab
 
 describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ name, skip, open }) => {
   const pg = name === 'PostgreSQL';
-  /** The lease: on SQLite only the manual clock lets it run out; on PostgreSQL real time does (pg-boss counts whole seconds). */
-  const leaseMs = pg ? 2_000 : 1_000;
+  /** The lease: only the manual clock lets it run out (a delivery's lease is on the claims' clock on both stores). */
+  const leaseMs = 1_000;
   let opened: OpenedBackend;
   const dir = mkdtempSync(join(tmpdir(), 'vidgen-webhook-leases-'));
   const cleanups: (() => Promise<void> | void)[] = [];
@@ -159,28 +158,17 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       return ((await res.json()) as { requestId: string }).requestId;
     };
     const deliveryOf = async (taskId: string) => (await backend.store.getDeliveryForTask(taskId))!;
-    /** When the task's pending delivery job is due next, as the queue has it. */
+    /** When the task's pending delivery is due next, as the queue has it (on PostgreSQL the delivery's row is its queue entry). */
     const jobRunAt = async (taskId: string): Promise<Date> => {
       if (pg) {
-        const { rows } = await (backend.store as PgStore).pool.query(
-          `SELECT start_after FROM pgboss.job WHERE name = 'vidgen-webhooks' AND data->>'taskId' = $1 ORDER BY created_on DESC LIMIT 1`,
-          [taskId],
-        );
-        return rows[0].start_after as Date;
+        const { rows } = await (backend.store as PgStore).pool.query(`SELECT next_attempt_at FROM webhook_deliveries WHERE task_id = $1`, [taskId]);
+        return rows[0].next_attempt_at as Date;
       }
       const row = (backend.store as SqliteStore).db.prepare(`SELECT run_at FROM jobs WHERE kind = 'deliver' AND task_id = ?`).get(taskId) as { run_at: number };
       return new Date(row.run_at);
     };
-    /**
-     * Lets the first claim's lease run out (unless renewed): on SQLite, by moving the claims' clock three leases on;
-     * on PostgreSQL, by letting `realMs` pass and then running pg-boss's expiry of leases.
-     */
-    const outlastLease = async (realMs: number) => {
-      if (!pg) return h.clock.advance(3 * leaseMs);
-      const from = Date.now();
-      await until(() => Date.now() - from >= realMs, realMs + 10_000);
-      await (backend.queue as PgBossQueue).boss.expire();
-    };
+    /** Lets the first claim's lease run out (unless renewed): the deliveries' leases are on the claims' clock on both stores, moved three leases on. */
+    const outlastLease = () => h.clock.advance(3 * leaseMs);
     return { backend, h, posts, newWorker, submit, deliveryOf, jobRunAt, outlastLease };
   }
 
@@ -192,7 +180,7 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       const id = await submit();
       await until(() => posts.length === 1);
 
-      await outlastLease(2.5 * leaseMs);
+      await outlastLease();
       // A renewal made after the lease would have run out (on SQLite: on the clock moved past it); at most a third of a lease away.
       const now = h.clock.now().getTime();
       await until(() => first.log.extensions.some((e) => e.kept && e.now.getTime() >= now), 5_000).catch(() => {});
@@ -230,7 +218,7 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       const id = await submit();
       await until(() => posts.length === 1);
 
-      await outlastLease(1.5 * leaseMs);
+      await outlastLease();
       const second = newWorker({ concurrency: { webhooks: 1 } });
       second.worker.start();
       await until(() => posts.length === 2);

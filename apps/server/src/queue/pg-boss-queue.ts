@@ -12,11 +12,14 @@
  *   Extending it is one UPDATE of pg-boss's job row (no API for it in v10).
  * - A retry at a chosen time completes the job and sends its successor with
  *   `startAfter`, in one transaction; the successor carries the attempt count.
+ * - The webhooks lane is not pg-boss's: its deliveries' rows are its queue
+ *   (pg-delivery-lane.ts), and this queue hands that lane's calls to them.
  */
 import { randomUUID } from 'node:crypto';
 import PgBoss from 'pg-boss';
 import pg from 'pg';
 import type { Job, JobQueue } from './queue.js';
+import { DELIVERY_LANE, isDeliveryClaim, PgDeliveryLane } from './pg-delivery-lane.js';
 import type { PgJobs, Queryable, Statement } from '../store/postgres/pg-store.js';
 import { kept } from '../store/postgres/kept-plans.js';
 
@@ -66,8 +69,10 @@ function parseJobId(value: string): { provider: string; lane: string; id: string
 
 export interface PgBossQueueOptions {
   connectionString: string;
-  /** Every lane a job may be sent to (providers and `webhooks`). */
+  /** Every lane a job may be sent to (providers and `webhooks`, whose deliveries are their own queue). */
   lanes: string[];
+  /** Claims a webhook delivery may have in a row without an attempt recorded (its workers died) before it fails. Default 20. */
+  deliveryClaims?: number;
   /** A claimed job returns to the queue this long after its worker stops extending it. */
   leaseMs: number;
   /** Runs pg-boss's maintenance (lease expiry, archiving) in this process. */
@@ -84,6 +89,7 @@ export interface PgBossQueueOptions {
 export class PgBossQueue implements JobQueue, PgJobs {
   readonly boss: PgBoss;
   private readonly leaseSeconds: number;
+  private readonly deliveries: PgDeliveryLane;
 
   constructor(private readonly options: PgBossQueueOptions) {
     this.leaseSeconds = Math.max(1, Math.ceil(options.leaseMs / 1000));
@@ -98,6 +104,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
       archiveCompletedAfterSeconds: 3_600,
     });
     this.boss.on('error', (error) => options.onError?.(error));
+    this.deliveries = new PgDeliveryLane((text, values) => this.alone.query(this.statement(text, values)), options.deliveryClaims ?? 20);
   }
 
   /**
@@ -116,7 +123,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
       await lock.query(`SET lock_timeout = '120s'`);
       await lock.query('SELECT pg_advisory_lock($1)', [QUEUE_START_LOCK]);
       await this.boss.start();
-      for (const lane of this.options.lanes) {
+      for (const lane of this.options.lanes.filter((name) => name !== DELIVERY_LANE)) {
         // Retries of failed generations are the worker's (successor jobs); pg-boss's retries
         // only bring back jobs whose lease ran out, one more than the attempts the app allows
         // so that the worker sees the extra claim and fails the task itself.
@@ -184,6 +191,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
 
   async claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
     const { provider } = input;
+    if (provider === DELIVERY_LANE) return this.deliveries.claim(input);
     const jobs = await this.boss.fetch<JobData>(laneOf(provider), { batchSize: input.limit, includeMetadata: true });
     return jobs.map((job) => ({
       id: jobId(provider, job.id, job.retryCount),
@@ -197,6 +205,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   async extendLease(input: { jobId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean> {
+    if (isDeliveryClaim(input.jobId)) return this.deliveries.extendLease(input);
     const { lane, id, claim } = parseJobId(input.jobId);
     // pg-boss expires on the database's clock: the lease is a duration from its now().
     const seconds = Math.max(1, input.leaseMs / 1000);
@@ -227,19 +236,23 @@ export class PgBossQueue implements JobQueue, PgJobs {
    * job, or, `required`, failing its message with vidgen_require's SQLSTATE VG001 (`claim_lost`).
    */
   completeStatement(jobIdValue: string, options: { required?: boolean } = {}): Statement {
+    if (isDeliveryClaim(jobIdValue)) return this.deliveries.completeStatement(jobIdValue, options);
     const { lane, id, claim } = parseJobId(jobIdValue);
     return [options.required ? FINISH_JOB_REQUIRED : FINISH_JOB, [lane, id, claim, 'completed', null]];
   }
 
   async complete(jobIdValue: string): Promise<void> {
+    if (isDeliveryClaim(jobIdValue)) return this.deliveries.complete(jobIdValue);
     await this.finish(this.alone, jobIdValue, 'completed', null);
   }
 
   async retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
+    if (isDeliveryClaim(input.jobId)) return this.deliveries.retry(input);
     await this.handOn(input.jobId, input.runAt, { error: input.error }, 1);
   }
 
   async release(input: { jobId: string; workerId: string; now: Date; runAt?: Date }): Promise<void> {
+    if (isDeliveryClaim(input.jobId)) return this.deliveries.release(input);
     await this.handOn(input.jobId, input.runAt ?? input.now, { released: true }, 0);
   }
 
@@ -265,17 +278,8 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   async bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
+    if (isDeliveryClaim(input.jobId)) return this.deliveries.bury(input);
     await this.finish(this.alone, input.jobId, 'cancelled', { error: input.error });
-  }
-
-  /** Drops the jobs of a task in a lane that have not started (a redelivery replaces its pending chain). */
-  /** Cancels a task's jobs of a lane that have not finished: waiting, or running (whose claim then finishes nothing and hands nothing on). */
-  async cancelUnfinished(client: Queryable, job: { provider: string; taskId: string }): Promise<void> {
-    await client.query(
-      `UPDATE ${SCHEMA}.job SET state = 'cancelled', completed_on = now()
-       WHERE name = $1 AND data->>'taskId' = $2 AND state IN ('created', 'retry', 'active')`,
-      [laneOf(job.provider), job.taskId],
-    );
   }
 
   async countJobs(): Promise<Record<'available' | 'leased' | 'done' | 'dead', number>> {
@@ -287,6 +291,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
       return [...live.rows, ...archived.rows];
     });
     for (const row of rows) counts[states[row.state]!] += row.n;
-    return counts;
+    const deliveries = await this.deliveries.countJobs();
+    return { available: counts.available + deliveries.available, leased: counts.leased + deliveries.leased, done: counts.done + deliveries.done, dead: counts.dead };
   }
 }

@@ -60,13 +60,14 @@ export async function openBackend(
         connectionString: url,
         lanes: [...JOB_LANES],
         leaseMs: config.jobLeaseMs,
+        deliveryClaims: 20,
         supervise: options.supervise,
         transaction: (work) => store!.transaction(work),
         query: (statement) => store!.pool.query(statement),
         statement: (text, values) => store!.plans.query(text, values),
         onError: (error) => options.logger.error({ err: error }, 'job queue error'),
       });
-      store = new PgStore(url, queue, { webhookJobAttempts: 20, poolSize, keepPlans });
+      store = new PgStore(url, queue, { poolSize, keepPlans });
       try {
         await store.migrate();
         await queue.start();

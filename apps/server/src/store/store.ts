@@ -110,7 +110,8 @@ export type NewTask = Pick<
 >;
 
 export type StartOutcome = { kind: 'started'; task: TaskRecord } | { kind: 'not_startable'; status: TaskState | undefined };
-export type CompleteOutcome = { kind: 'succeeded'; task: TaskRecord } | { kind: 'discarded'; status: TaskState | undefined };
+/** `heldDelivery`: the claim (the queue's job id) of the task's webhook delivery, held by the caller from its birth (completeTask's `holdDelivery`). */
+export type CompleteOutcome = { kind: 'succeeded'; task: TaskRecord; heldDelivery?: string } | { kind: 'discarded'; status: TaskState | undefined };
 export type FailOutcome = { kind: 'failed'; task: TaskRecord } | { kind: 'already_terminal'; status: TaskState | undefined };
 
 /**
@@ -310,9 +311,22 @@ export interface Store {
    * of the task's job (the queue's job id) that rendered it, completed in the same transaction when the task succeeds
    * (if that claim still holds it); a discarded task's job is left to its claim. `started`: the task as startTask
    * answered the claim, which a store may use to complete it in fewer round trips while nothing has changed it since;
-   * the outcome is the same with it or without it.
+   * the outcome is the same with it or without it. `holdDelivery`: the caller will attempt the task's webhook itself, so a
+   * store whose deliveries are their own queue entries (PostgreSQL) writes the delivery already claimed by the caller,
+   * leased until `leaseUntil`, and answers the claim (`heldDelivery`): no claim round for it, and no other process
+   * woken for it. A caller that dies lets the lease run out, and another claims it. A store that queues deliveries as
+   * jobs (SQLite) ignores it.
    */
-  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string; started?: TaskRecord }): Promise<CompleteOutcome>;
+  completeTask(input: {
+    id: string;
+    now: Date;
+    outputKey: string;
+    outputUrl: string;
+    outputExpiresAt: Date;
+    job?: string;
+    started?: TaskRecord;
+    holdDelivery?: { leaseUntil: Date };
+  }): Promise<CompleteOutcome>;
   /** queued | processing → failed, refunding the charge exactly once. */
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome>;
   /** Fails every task past its deadline with `timeout` (refunded); returns them. */

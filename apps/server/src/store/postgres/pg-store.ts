@@ -11,6 +11,7 @@ import pg from 'pg';
 import { ACTIVE_STATES, CANCELLABLE_STATES, TASK_STATES, statesLeadingTo, type TaskState } from '../../domain/states.js';
 import { newUlid } from '../../domain/ids.js';
 import { webhookEventBody } from '../../webhooks/event.js';
+import { deliveryClaim } from '../../queue/pg-delivery-lane.js';
 import type {
   AccountRecord,
   ApiKeyRecord,
@@ -77,16 +78,14 @@ interface Tx {
 
 /** What the store needs of the job engine: enqueue inside the caller's transaction. */
 export interface PgJobs {
-  enqueue(client: Queryable, job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number; runAt: Date }): Promise<void>;
   /**
    * The statement that completes a claim's run of its job, to be sent with others: nothing if the claim no longer
-   * holds it, or, `required`, failing its message with vidgen_require's VG001 (`claim_lost`).
+   * holds it, or, `required`, failing its message with vidgen_require's VG001 (`claim_lost`). A webhook delivery's
+   * claim too (its row is its job: PgDeliveryLane).
    */
   completeStatement(jobId: string, options?: { required?: boolean }): Statement;
-  /** The statement that enqueues a job to start at once, to be sent with others in one message (see `atomically`). */
-  enqueueStatement(job: { kind: 'generate' | 'deliver'; taskId: string; provider: string; maxAttempts: number }): Promise<Statement>;
-  /** Drops a task's jobs in a lane that have not started yet. */
-  cancelUnfinished(client: Queryable, job: { provider: string; taskId: string }): Promise<void>;
+  /** The statement that enqueues a generation job to start at once, to be sent with others in one message (see `atomically`). */
+  enqueueStatement(job: { kind: 'generate'; taskId: string; provider: string; maxAttempts: number }): Promise<Statement>;
 }
 
 /** bigint (int8) columns as numbers: credits and ids stay far below 2^53. */
@@ -265,7 +264,7 @@ const SQL = {
   // One statement (the attempt and the delivery's counts), atomic on its own: one round trip.
   recordAttempt: kept(`WITH recorded AS (
                          INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $3, $6, $7, $8))
-                       UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $3, updated_at = $3,
+                       UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $3, updated_at = $3, unrecorded_claims = 0,
                               -- Settled by the attempt only if no redelivery came in since it read the delivery.
                               status = CASE WHEN redeliveries = $5 THEN $2 ELSE status END,
                               next_attempt_at = CASE WHEN redeliveries = $5 THEN $4 ELSE next_attempt_at END
@@ -301,8 +300,23 @@ const SQL = {
   // A task's upstream row made due now, and the workers of every process woken at commit ($3: the jobs channel) if it has one.
   upstreamDueNow: kept(`WITH due AS (UPDATE upstream_tasks SET next_check_at = $2 WHERE task_id = $1 AND state IN ('following', 'downloading') AND next_check_at > $2 RETURNING 1)
                    SELECT pg_notify($3, 'upstream') FROM due`),
-  insertDelivery: kept(`INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
-                   VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7)`),
+  // The delivery is its own queue entry (PgDeliveryLane): written due at once, the workers of every process woken at commit ($8: the jobs channel).
+  insertDelivery: kept(`WITH inserted AS (
+                          INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
+                          VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7) RETURNING 1)
+                        SELECT pg_notify($8, 'webhooks') FROM inserted`),
+  // The same delivery written already claimed by the worker that completes its task (completeTask's holdDelivery), leased until $8: the
+  // claim of lease_id 1; no wake-up, the holder attempts it.
+  insertHeldDelivery: kept(`INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at,
+                                                          lease_id, lease_until, unrecorded_claims)
+                            VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7, 1, $8, 1)`),
+  // A redelivery replaces the delivery's chain of attempts, scheduled or under way, not doubles it: a new lease_id, so the claim
+  // of an attempt still out completes and schedules nothing; claimable at once, the workers woken at commit ($3: the jobs channel).
+  redeliver: `WITH redelivered AS (
+                UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, updated_at = $2, redeliveries = redeliveries + 1,
+                                              lease_id = lease_id + 1, lease_until = NULL, unrecorded_claims = 0
+                WHERE id = $1 RETURNING *)
+              SELECT redelivered.*, pg_notify($3, 'webhooks') FROM redelivered`,
   // SKIP LOCKED: rows another worker is claiming right now are left to it; once it commits they are leased.
   claimUpstreamWork: `
     WITH claimed AS (
@@ -362,7 +376,7 @@ export class PgStore implements Store {
   constructor(
     connectionString: string,
     private readonly jobs: PgJobs,
-    private readonly options: { webhookJobAttempts: number; poolSize?: number; keepPlans?: boolean } = { webhookJobAttempts: 20 },
+    private readonly options: { poolSize?: number; keepPlans?: boolean } = {},
   ) {
     const keepPlans = options.keepPlans ?? true;
     this.pool = new pg.Pool({
@@ -694,7 +708,7 @@ export class PgStore implements Store {
   /**
    * What a task's ending writes once its row has moved (`moved`, the task as the statement that moved it returned it), as statements
    * for the caller to send with its COMMIT, and the task as tasks_with_webhook then has it:
-   * - the outbox: with a webhookUrl, its one event and delivery job (a task has one delivery, written when it ends);
+   * - the outbox: with a webhookUrl, its one event, whose delivery row is its queue entry (a task has one delivery, written when it ends);
    * - refunded or cancelled: its upstream task, if any, made due now, the workers of every process woken at commit
    *   (the follower cancels it upstream or discards its result), and the charge given back (the unique ledger index
    *   makes a second refund impossible);
@@ -703,16 +717,18 @@ export class PgStore implements Store {
   private async endingWrites(
     moved: TaskRecord,
     now: Date,
-    ending: { refund?: string; usage: Partial<Omit<UsageHour, 'hourStart' | 'model'>> },
-  ): Promise<{ task: TaskRecord; statements: Statement[]; usage: UsageDelta }> {
+    ending: { refund?: string; usage: Partial<Omit<UsageHour, 'hourStart' | 'model'>>; holdDelivery?: { leaseUntil: Date } },
+  ): Promise<{ task: TaskRecord; statements: Statement[]; usage: UsageDelta; heldDelivery?: string }> {
     let task = moved;
     const statements: Statement[] = [];
+    let heldDelivery: string | undefined;
     if (task.webhookUrl) {
       const { type, body } = webhookEventBody(task);
-      statements.push(
-        [SQL.insertDelivery, [`msg_${newUlid(now.getTime())}`, task.id, task.accountId, task.webhookUrl, type, body, now]],
-        await this.jobs.enqueueStatement({ kind: 'deliver', taskId: task.id, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts }),
-      );
+      const row = [`msg_${newUlid(now.getTime())}`, task.id, task.accountId, task.webhookUrl, type, body, now];
+      if (ending.holdDelivery) {
+        statements.push([SQL.insertHeldDelivery, [...row, ending.holdDelivery.leaseUntil]]);
+        heldDelivery = deliveryClaim(row[0] as string, 1);
+      } else statements.push([SQL.insertDelivery, [...row, JOBS_CHANNEL]]);
       task = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
     }
     if (ending.refund !== undefined) {
@@ -721,7 +737,7 @@ export class PgStore implements Store {
     const { hourStart, dayStart } = usageBuckets(now);
     const { usage } = ending;
     const counts: UsageDelta['counts'] = [usage.creditsCharged ?? 0, usage.creditsRefunded ?? 0, usage.succeeded ?? 0, usage.failed ?? 0, usage.cancelled ?? 0, usage.secondsDelivered ?? 0];
-    return { task, statements, usage: { accountId: task.accountId, model: task.model, hourStart, dayStart, counts } };
+    return { task, statements, usage: { accountId: task.accountId, model: task.model, hourStart, dayStart, counts }, ...(heldDelivery ? { heldDelivery } : {}) };
   }
 
   /** A transaction's usage totals on their own, its last statements (the rows every task of the account shares), hourly first. */
@@ -768,7 +784,7 @@ export class PgStore implements Store {
     return inputs.map((input) => ({ ok: true, value: byKey.get(statements.key.input(input)) }));
   }
 
-  async completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string; started?: TaskRecord }): Promise<CompleteOutcome> {
+  async completeTask(input: Parameters<Store['completeTask']>[0]): Promise<CompleteOutcome> {
     if (input.started?.status === 'processing') {
       const completed = await this.completeUnchanged(input, input.started);
       if (completed) return completed;
@@ -783,12 +799,15 @@ export class PgStore implements Store {
    * (cancelled, timed out, started again by another claim): the move fails the message and nothing of it stays.
    */
   private async completeUnchanged(
-    input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string },
+    input: Parameters<Store['completeTask']>[0],
     started: TaskRecord,
   ): Promise<CompleteOutcome | undefined> {
     const { now } = input;
     const moved: TaskRecord = { ...started, status: 'succeeded', outputKey: input.outputKey, outputUrl: input.outputUrl, outputExpiresAt: input.outputExpiresAt, updatedAt: now, completedAt: now, webhook: null };
-    const { task, statements, usage } = await this.endingWrites(moved, now, { usage: { succeeded: 1, secondsDelivered: moved.duration } });
+    const { task, statements, usage, heldDelivery } = await this.endingWrites(moved, now, {
+      usage: { succeeded: 1, secondsDelivered: moved.duration },
+      holdDelivery: input.holdDelivery,
+    });
     if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
     statements.unshift([SQL.completeUnchanged, [input.id, now, input.outputKey, input.outputUrl, input.outputExpiresAt, started.updatedAt]]);
     try {
@@ -797,7 +816,7 @@ export class PgStore implements Store {
       if (failedCheck(error) === 'task_moved') return undefined;
       throw error;
     }
-    return { kind: 'succeeded', task };
+    return { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery } : {}) };
   }
 
   /** An ending as a transaction of its own: the task's move with the BEGIN, then what the ending writes with the COMMIT. */
@@ -816,14 +835,17 @@ export class PgStore implements Store {
   private async completeTaskIn(
     client: pg.PoolClient,
     tx: Tx,
-    input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string },
+    input: Parameters<Store['completeTask']>[0],
   ): Promise<{ outcome: CompleteOutcome; statements: Statement[] }> {
     const completed = (await this.first(client, tx, [SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt]])).rows[0] as Row | undefined;
     if (!completed) return { outcome: { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements, usage } = await this.endingWrites(toTask(completed), input.now, { usage: { succeeded: 1, secondsDelivered: completed.duration } });
+    const { task, statements, usage, heldDelivery } = await this.endingWrites(toTask(completed), input.now, {
+      usage: { succeeded: 1, secondsDelivered: completed.duration },
+      holdDelivery: input.holdDelivery,
+    });
     // The claim's job completed with the task: one round trip less, and no task succeeded with its job still running.
     if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
-    return { outcome: { kind: 'succeeded', task }, statements: [...statements, ...this.usageStatements(usage)] };
+    return { outcome: { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery } : {}) }, statements: [...statements, ...this.usageStatements(usage)] };
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
@@ -933,18 +955,8 @@ export class PgStore implements Store {
   }
 
   async redeliver(input: { deliveryId: string; now: Date }): Promise<DeliveryRecord | undefined> {
-    return this.transaction(async (client) => {
-      const row = await this.one(
-        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, updated_at = $2, redeliveries = redeliveries + 1 WHERE id = $1 RETURNING *`,
-        [input.deliveryId, input.now],
-        client,
-      );
-      if (!row) return undefined;
-      // One chain of attempts per delivery: a scheduled retry, or a run under way, is replaced by this one, not doubled.
-      await this.jobs.cancelUnfinished(client, { provider: 'webhooks', taskId: row.task_id });
-      await this.jobs.enqueue(client, { kind: 'deliver', taskId: row.task_id, provider: 'webhooks', maxAttempts: this.options.webhookJobAttempts, runAt: input.now });
-      return toDelivery(row);
-    });
+    const row = await this.one(SQL.redeliver, [input.deliveryId, input.now, JOBS_CHANNEL]);
+    return row && toDelivery(row);
   }
 
   async webhookSecrets(accountId: string, now: Date): Promise<string[]> {
