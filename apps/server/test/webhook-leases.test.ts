@@ -4,10 +4,12 @@
  * another claim took its job (its heartbeats failed) is recorded but settles nothing; and the retry
  * schedule counts from the end of an attempt, not its start.
  *
- * Receivers are real HTTPS servers on loopback that hold each request until the test answers it.
- * On SQLite the lease is on the (manual) clock the claims are given; on PostgreSQL it is pg-boss's,
- * on the database's clock: there the lease is let run out in real time, and pg-boss's expiry is then
- * run at once rather than waited for.
+ * On PostgreSQL, where a delivery's row is its own queue entry, also: the worker that completes a task
+ * attempts its webhook itself, handed the delivery already claimed (no claim round), unless its webhooks
+ * lane is full; one that dies holding it leaves it to another worker once the lease has run out.
+ *
+ * Receivers are real HTTPS servers on loopback that hold each request until the test answers it. A
+ * delivery's lease and its retries are on the (manual) clock the claims are given, on both stores.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -264,8 +266,6 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       expect(first.log.retries[0]!.runAt.getTime()).toBe(startedAt + 20_000 + 1_000);
       expect((await jobRunAt(id)).getTime()).toBe(startedAt + 20_000 + 1_000);
 
-      // pg-boss makes jobs due on the database's clock, not this one: what follows holds on SQLite only.
-      if (pg) return;
       // The worker looks for work once the attempt is over: the retry is not due yet.
       await until(() => first.log.claims.some((c) => c.provider === 'webhooks' && c.afterRetries === 1));
       expect(first.log.claims.filter((c) => c.provider === 'webhooks' && c.afterRetries === 1).flatMap((c) => c.jobs)).toEqual([]);
@@ -274,6 +274,111 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       first.worker.wake();
       await until(() => posts.length === 2);
       expect(posts[1]!.headers['webhook-id']).toBe(delivery.id);
+    });
+  });
+
+  describe.skipIf(skip || !pg)('the delivery handed to the worker that completes its task (PostgreSQL)', () => {
+    const leaseOf = async (backend: Backend, taskId: string) =>
+      (await (backend.store as PgStore).pool.query('SELECT lease_id, lease_until FROM webhook_deliveries WHERE task_id = $1', [taskId])).rows[0] as { lease_id: number; lease_until: Date | null };
+    const claimedDeliveries = (log: QueueLog) => log.claims.filter((c) => c.provider === 'webhooks').flatMap((c) => c.jobs);
+
+    it('is attempted by that worker without a claim round, under the lease it was written with', async () => {
+      const { backend, h, posts, newWorker, submit, deliveryOf } = await setUp();
+      const first = newWorker();
+      first.worker.start();
+      const id = await submit();
+      await until(() => posts.length === 1);
+      // Written claimed (lease_id 1), leased on the claims' clock; no claim handed it out.
+      expect(await leaseOf(backend, id)).toEqual({ lease_id: 1, lease_until: new Date(h.clock.now().getTime() + leaseMs) });
+      expect(claimedDeliveries(first.log)).toEqual([]);
+      // Its lease is kept while the attempt is open, as a claimed delivery's is.
+      h.clock.advance(3 * leaseMs);
+      const now = h.clock.now().getTime();
+      await until(() => first.log.extensions.some((e) => e.kept && e.now.getTime() >= now));
+      posts[0]!.answer(200);
+      await until(async () => (await deliveryOf(id)).status === 'delivered');
+      await first.worker.idle();
+      expect(await leaseOf(backend, id)).toMatchObject({ lease_id: 1, lease_until: null });
+      expect(await backend.queue.countJobs()).toMatchObject({ leased: 0, available: 0 });
+      expect(posts).toHaveLength(1);
+    });
+
+    it('is claimed by another worker once the lease of a worker that died holding it has run out, and not before', async () => {
+      const { backend, h, posts, newWorker, submit, deliveryOf } = await setUp();
+      const id = await submit();
+      // A worker completes the task, handed the delivery, and dies before its attempt.
+      await h.store.startTask({ id, now: h.clock.now() });
+      const completed = await h.store.completeTask({
+        id,
+        now: h.clock.now(),
+        outputKey: `${id}.mp4`,
+        outputUrl: 'https://files.example.com/x',
+        outputExpiresAt: new Date(h.clock.now().getTime() + 3_600_000),
+        holdDelivery: { leaseUntil: new Date(h.clock.now().getTime() + leaseMs) },
+      });
+      expect(completed).toMatchObject({ kind: 'succeeded', heldDelivery: `webhooks/${(await deliveryOf(id)).id}/1` });
+      const other = newWorker({ concurrency: { webhooks: 1 } });
+      other.worker.start();
+      await until(() => other.log.claims.some((c) => c.provider === 'webhooks'));
+      expect(claimedDeliveries(other.log)).toEqual([]);
+      h.clock.advance(leaseMs);
+      other.worker.wake();
+      await until(() => posts.length === 1);
+      expect(claimedDeliveries(other.log)).toMatchObject([{ id: `webhooks/${(await deliveryOf(id)).id}/2`, taskId: id, attempts: 2 }]);
+      posts[0]!.answer(200);
+      await until(async () => (await deliveryOf(id)).status === 'delivered');
+      expect(await deliveryOf(id)).toMatchObject({ status: 'delivered', attempts: 1 });
+    });
+
+    it('is handed back at once, unattempted, when the worker began stopping while the task was being completed', async () => {
+      const { backend, posts, newWorker, submit, deliveryOf } = await setUp();
+      let openCompletion!: () => void;
+      const completionHeld = new Promise<void>((resolve) => (openCompletion = resolve));
+      let completing!: () => void;
+      const completionCalled = new Promise<void>((resolve) => (completing = resolve));
+      // The store as the worker sees it: its completion waits until the test lets it return.
+      const store = Object.create(backend.store) as typeof backend.store;
+      store.completeTask = async (input) => {
+        const outcome = await backend.store.completeTask(input);
+        completing();
+        await completionHeld;
+        return outcome;
+      };
+      const first = newWorker({ store });
+      first.worker.start();
+      const id = await submit();
+      await completionCalled;
+      expect(await leaseOf(backend, id)).toMatchObject({ lease_id: 1 });
+      const stopped = first.worker.stop();
+      openCompletion();
+      await stopped;
+      expect(await leaseOf(backend, id)).toEqual({ lease_id: 1, lease_until: null });
+      expect(posts).toHaveLength(0);
+      // Another worker claims it at once, without waiting out the lease.
+      const other = newWorker({ concurrency: { webhooks: 1 } });
+      other.worker.start();
+      await until(() => posts.length === 1);
+      expect(claimedDeliveries(other.log)).toMatchObject([{ taskId: id, id: `webhooks/${(await deliveryOf(id)).id}/2` }]);
+      posts[0]!.answer(200);
+      await until(async () => (await deliveryOf(id)).status === 'delivered');
+    });
+
+    it('is written for any worker to claim when the completing worker has no webhook slot free', async () => {
+      const { backend, posts, newWorker, submit, deliveryOf } = await setUp();
+      const first = newWorker();
+      first.worker.start();
+      const held = await submit();
+      await until(() => posts.length === 1);
+      // Its one webhooks slot is taken by the first task's open attempt: the second's delivery is left unclaimed.
+      const queued = await submit();
+      await until(async () => (await backend.store.findTask(queued))?.status === 'succeeded');
+      expect(await leaseOf(backend, queued)).toEqual({ lease_id: 0, lease_until: null });
+      posts[0]!.answer(200);
+      await until(() => posts.length === 2);
+      expect(claimedDeliveries(first.log)).toMatchObject([{ taskId: queued, id: `webhooks/${(await deliveryOf(queued)).id}/1` }]);
+      posts[1]!.answer(200);
+      await until(async () => (await deliveryOf(queued)).status === 'delivered');
+      expect(await deliveryOf(held)).toMatchObject({ status: 'delivered', attempts: 1 });
     });
   });
 });

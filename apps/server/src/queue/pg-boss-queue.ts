@@ -3,10 +3,10 @@
  * README: with `fetch()` woken by NOTIFY it started jobs in ~2 ms at p50 and
  * ran ~290 jobs/s end to end here, where its own `work()` loop manages 8/s).
  *
- * - One pg-boss queue per lane (`vidgen-local`, `vidgen-byteplus`,
- *   `vidgen-webhooks`); a job is enqueued with the app's own client, so inside
- *   the transaction that creates its task or delivery, and the same
- *   transaction NOTIFYs `vidgen_jobs` so idle workers wake at commit.
+ * - One pg-boss queue per provider lane (`vidgen-local`, `vidgen-instant`,
+ *   `vidgen-byteplus`); a job is enqueued with the app's own client, so inside
+ *   the transaction that creates its task, and the same transaction NOTIFYs
+ *   `vidgen_jobs` so idle workers wake at commit.
  * - The lease is pg-boss's `expireIn`: a worker that dies stops extending it,
  *   pg-boss's maintenance puts the job back, and another worker claims it.
  *   Extending it is one UPDATE of pg-boss's job row (no API for it in v10).

@@ -112,6 +112,9 @@ interface AttemptSpace {
   stored?: boolean;
 }
 
+/** The lane of webhook deliveries. */
+const WEBHOOKS = 'webhooks';
+
 export function createWorker(options: WorkerOptions): Worker {
   const { store, queue, events, clock, logger } = options;
   const workerId = `worker_${newUlid(clock.now().getTime())}`;
@@ -152,6 +155,8 @@ export function createWorker(options: WorkerOptions): Worker {
   /** A lane with work waiting has half its slots free: a claim for them is a batch worth its query, and waiting would leave them idle. */
   const roomForABatch = () => [...backlogged].some((lane) => (busy.get(lane) ?? 0) <= (options.concurrency[lane] ?? 0) / 2);
   let idleWaiters: (() => void)[] = [];
+  /** Generation jobs whose completion handed their task's webhook to this worker (runHeld): none was queued for a claim. */
+  const handedOver = new Set<string>();
 
   const settleIdle = () => {
     if (inFlight.size > 0) return;
@@ -232,8 +237,9 @@ export function createWorker(options: WorkerOptions): Worker {
         settleIdle();
         // A slot of this lane is free: of the lanes that were full, only this one can have work this
         // worker had no room for. A generation that ended may have enqueued its webhook: that lane
-        // too (in one process on SQLite nothing else announces it).
-        if (!stopping) void pump(job.kind === 'generate' ? [job.provider, 'webhooks'] : [job.provider]);
+        // too (in one process on SQLite nothing else announces it), unless it handed its webhook to this worker.
+        const queuedWebhook = job.kind === 'generate' && !handedOver.delete(job.id);
+        if (!stopping) void pump(queuedWebhook ? [job.provider, WEBHOOKS] : [job.provider]);
         if (cutWait && roomForABatch()) cutWait();
       });
     inFlight.set(job.id, run);
@@ -459,11 +465,33 @@ export function createWorker(options: WorkerOptions): Worker {
         space.stored = true;
         const outputExpiresAt = new Date(now.getTime() + options.outputTtlMs);
         const outputUrl = await options.files.urlFor(outputKey, outputExpiresAt);
-        const completed = await store.completeTask({ id: task.id, now, outputKey, outputUrl, outputExpiresAt, job: job.id, started: task });
+        // The task's webhook attempted by this worker, from a webhooks slot held for it now: on a store whose deliveries are
+        // their own queue entries, the delivery is written already claimed, leased to this worker (no claim round for it,
+        // no other process woken). Without a free slot it is written for any worker to claim.
+        const holding = task.webhookUrl !== null && holdWebhookSlot();
+        let completed: Awaited<ReturnType<Store['completeTask']>>;
+        try {
+          completed = await store.completeTask({
+            id: task.id,
+            now,
+            outputKey,
+            outputUrl,
+            outputExpiresAt,
+            job: job.id,
+            started: task,
+            ...(holding ? { holdDelivery: { leaseUntil: new Date(clock.now().getTime() + options.leaseMs) } } : {}),
+          });
+        } finally {
+          if (holding) busy.set(WEBHOOKS, (busy.get(WEBHOOKS) ?? 1) - 1);
+        }
         storedOutput = undefined;
         if (completed.kind === 'succeeded') {
           // Its job was completed with it.
           events.publish(task.id, completed.task.status);
+          if (completed.heldDelivery) {
+            handedOver.add(job.id);
+            await runHeld(completed.heldDelivery, task.id);
+          }
           return;
         } else if (completed.status === 'succeeded') {
           // Another claim of the job (this one's lease had run out) completed the task first. Outputs are
@@ -498,6 +526,24 @@ export function createWorker(options: WorkerOptions): Worker {
       unsubscribe();
       if (space) await clearAttemptSpace(space);
     }
+  }
+
+  /** Takes a webhooks slot for a delivery this worker will be handed by its task's completion; false when the lane is full, absent or stopping. */
+  function holdWebhookSlot(): boolean {
+    const limit = options.concurrency[WEBHOOKS] ?? 0;
+    if (!options.deliveries || stopping || (busy.get(WEBHOOKS) ?? 0) >= limit) return false;
+    busy.set(WEBHOOKS, (busy.get(WEBHOOKS) ?? 0) + 1);
+    return true;
+  }
+
+  /**
+   * Runs the delivery a completion wrote already claimed by this worker, as if a claim round had handed it over; when
+   * stopping began meanwhile, hands it back at once for another worker (stop() no longer waits for jobs it had not seen).
+   */
+  async function runHeld(claim: string, taskId: string): Promise<void> {
+    const held: Job = { id: claim, taskId, kind: 'deliver', provider: WEBHOOKS, attempts: 1, maxAttempts: 1 };
+    if (stopping) await queue.release({ jobId: held.id, workerId, now: clock.now() });
+    else start(held);
   }
 
   /** Removes a stored file unless the task names it as its output (a commit reported as failed may have landed). */
