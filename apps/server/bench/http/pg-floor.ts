@@ -7,11 +7,13 @@
  * 1. submit, one transaction: the task, its job (with the wake-up NOTIFY), the charge with its ledger
  *    entry and usage shard;
  * 2. the worker claims the job and starts the task (the status trigger NOTIFYs);
- * 3. complete, one transaction: the task succeeded, its webhook delivery and job, the usage shard; the
- *    generation job completed;
- * 4. deliver: the delivery job claimed, the attempt recorded, the delivery marked, the job completed.
+ * 3. complete, one transaction: the task succeeded, its webhook delivery (its own queue entry, written
+ *    already claimed by the completing worker, as the server does when that worker has a webhook slot
+ *    free), the usage shard; the generation job completed;
+ * 4. deliver: the attempt recorded, the delivery marked and its lease ended, in one statement (the server
+ *    ends the lease and records the attempt in two, in one transaction).
  *
- * That is 13 round trips and 6 commits a task, fewer than the server sends (the server's reads of the
+ * That is 10 statements and 6 commits a task, fewer than the server sends (the server's reads of the
  * task, of the delivery and the secret, lease extensions and batched claims are left out), with the
  * same row locks: every task of the one account charges the same balance row. A job is claimed by its id
  * (known to the script), cheaper than pg-boss's search of the lane with SKIP LOCKED, so if anything the
@@ -46,19 +48,15 @@ UPDATE tasks SET status = 'processing', updated_at = now() WHERE id = :task::tex
 BEGIN;
 UPDATE tasks SET status = 'succeeded', output_key = :task::text || '.mp4', output_url = 'https://127.0.0.1/files/' || :task::text || '.mp4', output_expires_at = now() + interval '1 day', updated_at = now(), completed_at = now()
   WHERE id = :task::text AND status = 'processing';
-INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
-  VALUES ('msg_' || :r, :task::text, '${accountId}', 'https://127.0.0.1:9/hook', 'task.succeeded', '${BODY}', 'pending', now(), now(), now());
-WITH sent AS (INSERT INTO pgboss.job (name, data, expire_in) VALUES ('vidgen-webhooks', jsonb_build_object('taskId', :task::text, 'kind', 'deliver', 'attempt', 1, 'maxAttempts', 20), interval '60 seconds') RETURNING id) SELECT id AS hook_job, pg_notify('vidgen_jobs', 'webhooks') AS woken FROM sent
-\\gset
+INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at, lease_id, lease_until, unrecorded_claims)
+  VALUES ('msg_' || :r, :task::text, '${accountId}', 'https://127.0.0.1:9/hook', 'task.succeeded', '${BODY}', 'pending', now(), now(), now(), 1, now() + interval '60 seconds', 1);
 INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, succeeded, seconds_delivered) VALUES ('${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, 1, 4)
   ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET succeeded = usage_hourly_shards.succeeded + 1, seconds_delivered = usage_hourly_shards.seconds_delivered + 4;
 COMMIT;
 UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-instant' AND id = :job::uuid;
-UPDATE pgboss.job SET state = 'active', started_on = now() WHERE name = 'vidgen-webhooks' AND id = :hook_job::uuid AND state < 'active' RETURNING data->>'taskId' AS hook_task
-\\gset
-WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = now(), status = 'delivered', next_attempt_at = NULL, updated_at = now() WHERE task_id = :hook_task::text RETURNING id)
+WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = now(), status = 'delivered', next_attempt_at = NULL, updated_at = now(), lease_until = NULL, unrecorded_claims = 0
+           WHERE task_id = :task::text AND lease_id = 1 RETURNING id)
   INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) SELECT id, now(), 204, NULL, 3 FROM d;
-UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-webhooks' AND id = :hook_job::uuid;
 `;
 
 /**
@@ -89,19 +87,16 @@ UPDATE tasks SET status = 'processing', updated_at = now() WHERE id IN (${ids}) 
 BEGIN;
 UPDATE tasks SET status = 'succeeded', output_key = id || '.mp4', output_url = 'https://127.0.0.1/files/' || id || '.mp4', output_expires_at = now() + interval '1 day', updated_at = now(), completed_at = now()
   WHERE id IN (${ids}) AND status = 'processing';
-INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
-  SELECT 'msg_' || :r || '_' || i, 'gen_' || :r || '_' || i, '${accountId}', 'https://127.0.0.1:9/hook', 'task.succeeded', '${BODY}', 'pending', now(), now(), now() FROM generate_series(1, ${n}) i;
-WITH sent AS (INSERT INTO pgboss.job (name, data, expire_in) SELECT 'vidgen-webhooks', jsonb_build_object('taskId', 'gen_' || :r || '_' || i, 'kind', 'deliver', 'attempt', 1, 'maxAttempts', 20), interval '60 seconds' FROM generate_series(1, ${n}) i RETURNING id)
-  SELECT array_agg(id)::text AS hook_jobs, pg_notify('vidgen_jobs', 'webhooks') AS woken FROM sent
-\\gset
+INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at, lease_id, lease_until, unrecorded_claims)
+  SELECT 'msg_' || :r || '_' || i, 'gen_' || :r || '_' || i, '${accountId}', 'https://127.0.0.1:9/hook', 'task.succeeded', '${BODY}', 'pending', now(), now(), now(), 1, now() + interval '60 seconds', 1
+  FROM generate_series(1, ${n}) i;
 INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, succeeded, seconds_delivered) VALUES ('${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, ${n}, ${4 * n})
   ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET succeeded = usage_hourly_shards.succeeded + ${n}, seconds_delivered = usage_hourly_shards.seconds_delivered + ${4 * n};
 COMMIT;
 UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-instant' AND id = ANY(:jobs::uuid[]);
-UPDATE pgboss.job SET state = 'active', started_on = now() WHERE name = 'vidgen-webhooks' AND id = ANY(:hook_jobs::uuid[]) AND state < 'active';
-WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = now(), status = 'delivered', next_attempt_at = NULL, updated_at = now() WHERE task_id IN (${ids}) RETURNING id)
+WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = now(), status = 'delivered', next_attempt_at = NULL, updated_at = now(), lease_until = NULL, unrecorded_claims = 0
+           WHERE task_id IN (${ids}) AND lease_id = 1 RETURNING id)
   INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) SELECT id, now(), 204, NULL, 3 FROM d;
-UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-webhooks' AND id = ANY(:hook_jobs::uuid[]);
 `;
 };
 
@@ -119,8 +114,8 @@ const combinedScript = (accountId: string, n: number) => {
     part
       // One usage shard for the script's n tasks: with a shard each, two scripts lock shared rows in opposite orders.
       .replace(/:shard\b/g, ':shard1')
-      .replace(/:(hook_job|hook_task|job|task|r)\b/g, `:$1${k}`)
-      .replace(/AS (hook_job|hook_task|job|task)\b/g, `AS $1${k}`)
+      .replace(/:(job|task|r)\b/g, `:$1${k}`)
+      .replace(/AS (job|task)\b/g, `AS $1${k}`)
       .replace(/\\set (shard|r)\b/g, `\\set $1${k}`);
   const each = (part: string) => Array.from({ length: n }, (_, i) => of(part, i + 1)).join('\n');
   return `${each(sets)}\nBEGIN;\n${each(submit)}\nCOMMIT;\n${each(claim)}\nBEGIN;\n${each(complete)}\nCOMMIT;\nBEGIN;\n${each(deliver)}\nCOMMIT;\n`;
