@@ -236,7 +236,6 @@ export class PgBossQueue implements JobQueue, PgJobs {
    * job, or, `required`, failing its message with vidgen_require's SQLSTATE VG001 (`claim_lost`).
    */
   completeStatement(jobIdValue: string, options: { required?: boolean } = {}): Statement {
-    if (isDeliveryClaim(jobIdValue)) return this.deliveries.completeStatement(jobIdValue, options);
     const { lane, id, claim } = parseJobId(jobIdValue);
     return [options.required ? FINISH_JOB_REQUIRED : FINISH_JOB, [lane, id, claim, 'completed', null]];
   }

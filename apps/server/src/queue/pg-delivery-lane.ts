@@ -12,7 +12,7 @@
  * leases) are.
  */
 import type { Job } from './queue.js';
-import { kept, type Statement } from '../store/postgres/kept-plans.js';
+import { kept } from '../store/postgres/kept-plans.js';
 
 export const DELIVERY_LANE = 'webhooks';
 
@@ -35,10 +35,8 @@ const CLAIM = kept(`
 /** The claim still holds the row: its lease_id, and a lease not ended (completed, retried, released). */
 const HELD = 'id = $1 AND lease_id = $2 AND lease_until IS NOT NULL';
 const EXTEND = kept(`UPDATE webhook_deliveries SET lease_until = $3 WHERE ${HELD}`);
-const COMPLETE_TEXT = `UPDATE webhook_deliveries SET lease_until = NULL WHERE ${HELD}`;
-const COMPLETE = kept(COMPLETE_TEXT);
-/** COMPLETE failing its message (vidgen_require's VG001, `claim_lost`) when the claim no longer holds the delivery. */
-const COMPLETE_REQUIRED = kept(`WITH completed AS (${COMPLETE_TEXT} RETURNING 1) SELECT vidgen_require(count(*) = 1, 'claim_lost') FROM completed`);
+/** Ends the claim's lease (an attempt's record by the claim ends it itself: the store's recordClaimedAttempt). */
+const COMPLETE = `UPDATE webhook_deliveries SET lease_until = NULL WHERE ${HELD}`;
 const RETRY = `UPDATE webhook_deliveries SET lease_until = NULL, next_attempt_at = $3 WHERE ${HELD} AND status = 'pending'`;
 /** Not counted as a claim: the crash bound counts claims that ended without an attempt recorded. */
 const RELEASE = `UPDATE webhook_deliveries SET lease_until = NULL, unrecorded_claims = greatest(unrecorded_claims - 1, 0),
@@ -57,7 +55,7 @@ export const isDeliveryClaim = (jobId: string) => jobId.startsWith(`${DELIVERY_L
 /** A claim's job id: the delivery and the lease_id the claim gave it. */
 export const deliveryClaim = (deliveryId: string, leaseId: number) => `${DELIVERY_LANE}/${deliveryId}/${leaseId}`;
 
-function parseClaim(jobId: string): { deliveryId: string; leaseId: number } {
+export function parseDeliveryClaim(jobId: string): { deliveryId: string; leaseId: number } {
   const [, deliveryId = '', leaseId = '-1'] = jobId.split('/');
   return { deliveryId, leaseId: Number(leaseId) };
 }
@@ -85,33 +83,28 @@ export class PgDeliveryLane {
   }
 
   async extendLease(input: { jobId: string; now: Date; leaseMs: number }): Promise<boolean> {
-    const { deliveryId, leaseId } = parseClaim(input.jobId);
+    const { deliveryId, leaseId } = parseDeliveryClaim(input.jobId);
     const { rowCount } = await this.run(EXTEND, [deliveryId, leaseId, new Date(input.now.getTime() + input.leaseMs)]);
     return rowCount === 1;
   }
 
-  /** The statement that ends the claim's lease, to be sent with the attempt's record; `required`: failing the message when the claim no longer holds it. */
-  completeStatement(jobId: string, options: { required?: boolean } = {}): Statement {
-    const { deliveryId, leaseId } = parseClaim(jobId);
-    return [options.required ? COMPLETE_REQUIRED : COMPLETE, [deliveryId, leaseId]];
-  }
-
   async complete(jobId: string): Promise<void> {
-    await this.run(...this.completeStatement(jobId));
+    const { deliveryId, leaseId } = parseDeliveryClaim(jobId);
+    await this.run(COMPLETE, [deliveryId, leaseId]);
   }
 
   async retry(input: { jobId: string; runAt: Date }): Promise<void> {
-    const { deliveryId, leaseId } = parseClaim(input.jobId);
+    const { deliveryId, leaseId } = parseDeliveryClaim(input.jobId);
     await this.run(RETRY, [deliveryId, leaseId, input.runAt]);
   }
 
   async release(input: { jobId: string; now: Date; runAt?: Date }): Promise<void> {
-    const { deliveryId, leaseId } = parseClaim(input.jobId);
+    const { deliveryId, leaseId } = parseDeliveryClaim(input.jobId);
     await this.run(RELEASE, [deliveryId, leaseId, input.runAt ?? input.now]);
   }
 
   async bury(input: { jobId: string; now: Date }): Promise<void> {
-    const { deliveryId, leaseId } = parseClaim(input.jobId);
+    const { deliveryId, leaseId } = parseDeliveryClaim(input.jobId);
     await this.run(BURY, [deliveryId, leaseId, input.now]);
   }
 

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { ACTIVE_STATES, CANCELLABLE_STATES, TASK_STATES, statesLeadingTo, type TaskState } from '../../domain/states.js';
 import { newUlid } from '../../domain/ids.js';
 import { webhookEventBody } from '../../webhooks/event.js';
-import { deliveryClaim } from '../../queue/pg-delivery-lane.js';
+import { deliveryClaim, parseDeliveryClaim } from '../../queue/pg-delivery-lane.js';
 import type {
   AccountRecord,
   ApiKeyRecord,
@@ -80,8 +80,8 @@ interface Tx {
 export interface PgJobs {
   /**
    * The statement that completes a claim's run of its job, to be sent with others: nothing if the claim no longer
-   * holds it, or, `required`, failing its message with vidgen_require's VG001 (`claim_lost`). A webhook delivery's
-   * claim too (its row is its job: PgDeliveryLane).
+   * holds it, or, `required`, failing its message with vidgen_require's VG001 (`claim_lost`). Not a webhook delivery's
+   * claim: its attempt's record ends it (recordClaimedAttempt).
    */
   completeStatement(jobId: string, options?: { required?: boolean }): Statement;
   /** The statement that enqueues a generation job to start at once, to be sent with others in one message (see `atomically`). */
@@ -269,6 +269,17 @@ const SQL = {
                               status = CASE WHEN redeliveries = $5 THEN $2 ELSE status END,
                               next_attempt_at = CASE WHEN redeliveries = $5 THEN $4 ELSE next_attempt_at END
                        WHERE id = $1`),
+  // The same by the claim that holds the delivery ($9: its lease_id), which it ends: one UPDATE of the row (with its body), where the
+  // lease's end and the record were two; failing its message (vidgen_require's VG001, `claim_lost`) when the claim no longer holds it.
+  recordClaimedAttempt: kept(`WITH updated AS (
+                                UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $3, updated_at = $3, unrecorded_claims = 0, lease_until = NULL,
+                                       status = CASE WHEN redeliveries = $5 THEN $2 ELSE status END,
+                                       next_attempt_at = CASE WHEN redeliveries = $5 THEN $4 ELSE next_attempt_at END
+                                WHERE id = $1 AND lease_id = $9 AND lease_until IS NOT NULL
+                                RETURNING id),
+                              recorded AS (
+                                INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) SELECT id, $3, $6, $7, $8 FROM updated)
+                              SELECT vidgen_require(count(*) = 1, 'claim_lost') FROM updated`),
   // --- Upstream tasks
   selectUpstreamTask: 'SELECT u.*, t.status AS task_status FROM upstream_tasks u JOIN tasks t ON t.id = u.task_id WHERE u.task_id = $1',
   // A reservation holds its task's row: a concurrent cancel (or a second reservation of the task) waits for it.
@@ -938,9 +949,9 @@ export class PgStore implements Store {
     ];
     if (input.job) {
       try {
-        // The claim's completion and the attempt as one message, one transaction: one round trip where a lease check,
-        // the record and the completion took three.
-        const statements: Statement[] = [this.jobs.completeStatement(input.job.id, { required: true }), [SQL.recordAttempt, values(input.redeliveries)]];
+        // The attempt's record ending the claim's lease, one statement (in a combined message with other tasks'): one round
+        // trip and one UPDATE of the delivery, where a lease check, the record and the completion took three of each.
+        const statements: Statement[] = [[SQL.recordClaimedAttempt, [...values(input.redeliveries), parseDeliveryClaim(input.job.id).leaseId]]];
         await this.combiner.send({ alone: statements, together: statements, usage: [], rank: 0, key: input.deliveryId });
         return true;
       } catch (error) {
