@@ -2,11 +2,12 @@
  * The webhooks lane on PostgreSQL, whose deliveries' rows are its queue (src/queue/pg-delivery-lane.ts, migration
  * 0009), on a real database: what the store-conformance suite does not reach through the JobQueue port — a claim's
  * lease on the claims' clock and what a lapsed one lets happen, the bound on claims that die before recording an
- * attempt, a release not counted against it, a redelivery taking over a claim, and the wake-up sent at commit.
+ * attempt, a release not counted against it, a redelivery taking over a claim, the wake-up sent at commit, and the
+ * migration from a database whose deliveries had pg-boss jobs.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { JOBS_CHANNEL } from '../src/queue/pg-boss-queue.js';
+import { JOBS_CHANNEL, type PgBossQueue } from '../src/queue/pg-boss-queue.js';
 import { PgDeliveryLane } from '../src/queue/pg-delivery-lane.js';
 import type { Backend } from '../src/store/open.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
@@ -142,6 +143,25 @@ describe.skipIf(postgres.skip)('the webhooks lane on PostgreSQL: the deliveries 
       await expect.poll(() => notices.filter((notice) => notice === 'webhooks').length).toBe(before + 1);
     } finally {
       await listener.end();
+    }
+  });
+
+  it("cancels the previous release's waiting delivery jobs when it migrates a database to the deliveries as queue entries", async () => {
+    const { boss } = backend.queue as PgBossQueue;
+    // A database as the release before migration 0009 left it: a pg-boss queue for the webhooks lane, a job waiting in it.
+    await boss.createQueue('vidgen-webhooks', { name: 'vidgen-webhooks', policy: 'standard' });
+    const waiting = await boss.send('vidgen-webhooks', { taskId: 'gen_old', kind: 'deliver', maxAttempts: 20, attempt: 1 });
+    await store().pool.query(`DROP INDEX webhook_deliveries_due;
+      ALTER TABLE webhook_deliveries DROP COLUMN lease_id, DROP COLUMN lease_until, DROP COLUMN unrecorded_claims;
+      DELETE FROM schema_migrations WHERE version = 9`);
+    try {
+      await store().migrate();
+      expect((await store().pool.query('SELECT state FROM pgboss.job WHERE id = $1', [waiting])).rows).toEqual([{ state: 'cancelled' }]);
+      const { id } = await delivered();
+      expect(await claim(later(1))).toMatchObject([{ id: `webhooks/${id}/1` }]);
+    } finally {
+      await store().pool.query(`DELETE FROM pgboss.job WHERE name = 'vidgen-webhooks'`);
+      await boss.deleteQueue('vidgen-webhooks');
     }
   });
 });
