@@ -32,11 +32,8 @@ type QueryConfig = { name?: string; text: string; values: unknown[] };
 // kept-plans.ts): named when sent on their own, EXECUTEd when sent in a message (a completion with its task's COMMIT).
 const EXTEND_LEASE = kept(`UPDATE ${SCHEMA}.job SET expire_in = (now() - started_on) + make_interval(secs => $4)
                            WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`);
-const FINISH_JOB_TEXT = `UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
-                         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`;
-const FINISH_JOB = kept(FINISH_JOB_TEXT);
-/** FINISH_JOB failing its message (vidgen_require's VG001, `claim_lost`) when the claim no longer holds the job. */
-const FINISH_JOB_REQUIRED = kept(`WITH finished AS (${FINISH_JOB_TEXT} RETURNING 1) SELECT vidgen_require(count(*) = 1, 'claim_lost') FROM finished`);
+const FINISH_JOB = kept(`UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
+                         WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`);
 const LANE_PREFIX = 'vidgen-';
 /**
  * Held (a session advisory lock on a connection of its own) by a process while it starts pg-boss
@@ -231,13 +228,10 @@ export class PgBossQueue implements JobQueue, PgJobs {
       this.options.query ? this.options.query(statement) : (this.boss.getDb().executeSql(statement.text, statement.values) as Promise<pg.QueryResult>),
   } as unknown as Queryable;
 
-  /**
-   * The statement that completes this claim's run, to be sent with others: nothing if the claim no longer holds the
-   * job, or, `required`, failing its message with vidgen_require's SQLSTATE VG001 (`claim_lost`).
-   */
-  completeStatement(jobIdValue: string, options: { required?: boolean } = {}): Statement {
+  /** The statement that completes this claim's run, to be sent with others: nothing if the claim no longer holds the job. */
+  completeStatement(jobIdValue: string): Statement {
     const { lane, id, claim } = parseJobId(jobIdValue);
-    return [options.required ? FINISH_JOB_REQUIRED : FINISH_JOB, [lane, id, claim, 'completed', null]];
+    return [FINISH_JOB, [lane, id, claim, 'completed', null]];
   }
 
   async complete(jobIdValue: string): Promise<void> {

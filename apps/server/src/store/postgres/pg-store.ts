@@ -79,11 +79,10 @@ interface Tx {
 /** What the store needs of the job engine: enqueue inside the caller's transaction. */
 export interface PgJobs {
   /**
-   * The statement that completes a claim's run of its job, to be sent with others: nothing if the claim no longer
-   * holds it, or, `required`, failing its message with vidgen_require's VG001 (`claim_lost`). Not a webhook delivery's
-   * claim: its attempt's record ends it (recordClaimedAttempt).
+   * The statement that completes a claim's run of its generation job, to be sent with others: nothing if the claim no
+   * longer holds it. (A webhook delivery's claim is ended by its attempt's record: recordClaimedAttempt.)
    */
-  completeStatement(jobId: string, options?: { required?: boolean }): Statement;
+  completeStatement(jobId: string): Statement;
   /** The statement that enqueues a generation job to start at once, to be sent with others in one message (see `atomically`). */
   enqueueStatement(job: { kind: 'generate'; taskId: string; provider: string; maxAttempts: number }): Promise<Statement>;
 }
