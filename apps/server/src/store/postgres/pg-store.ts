@@ -705,7 +705,7 @@ export class PgStore implements Store {
     return this.ending(async (client, tx): Promise<{ outcome: CancelOutcome; statements: Statement[] }> => {
       const cancelled = (await this.first(client, tx, [SQL.cancelTask, [input.accountId, input.id, input.now]])).rows[0] as Row | undefined;
       if (cancelled) {
-        const { task, statements, usage } = await this.endingWrites(toTask(cancelled), input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
+        const { task, statements, usage } = this.endingWrites(toTask(cancelled), input.now, { refund: 'cancelled', usage: { creditsRefunded: cancelled.credits_charged, cancelled: 1 } });
         return { outcome: { kind: 'cancelled', task }, statements: [...statements, ...this.usageStatements(usage)] };
       }
       const row = await this.one(SQL.selectTask, [input.accountId, input.id], client);
@@ -724,11 +724,11 @@ export class PgStore implements Store {
    *   makes a second refund impossible);
    * - the usage totals. The rows every task of the account shares (balance, usage totals) last.
    */
-  private async endingWrites(
+  private endingWrites(
     moved: TaskRecord,
     now: Date,
     ending: { refund?: string; usage: Partial<Omit<UsageHour, 'hourStart' | 'model'>>; holdDelivery?: { leaseUntil: Date } },
-  ): Promise<{ task: TaskRecord; statements: Statement[]; usage: UsageDelta; heldDelivery?: string }> {
+  ): { task: TaskRecord; statements: Statement[]; usage: UsageDelta; heldDelivery?: string } {
     let task = moved;
     const statements: Statement[] = [];
     let heldDelivery: string | undefined;
@@ -814,7 +814,7 @@ export class PgStore implements Store {
   ): Promise<CompleteOutcome | undefined> {
     const { now } = input;
     const moved: TaskRecord = { ...started, status: 'succeeded', outputKey: input.outputKey, outputUrl: input.outputUrl, outputExpiresAt: input.outputExpiresAt, updatedAt: now, completedAt: now, webhook: null };
-    const { task, statements, usage, heldDelivery } = await this.endingWrites(moved, now, {
+    const { task, statements, usage, heldDelivery } = this.endingWrites(moved, now, {
       usage: { succeeded: 1, secondsDelivered: moved.duration },
       holdDelivery: input.holdDelivery,
     });
@@ -849,7 +849,7 @@ export class PgStore implements Store {
   ): Promise<{ outcome: CompleteOutcome; statements: Statement[] }> {
     const completed = (await this.first(client, tx, [SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt]])).rows[0] as Row | undefined;
     if (!completed) return { outcome: { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements, usage, heldDelivery } = await this.endingWrites(toTask(completed), input.now, {
+    const { task, statements, usage, heldDelivery } = this.endingWrites(toTask(completed), input.now, {
       usage: { succeeded: 1, secondsDelivered: completed.duration },
       holdDelivery: input.holdDelivery,
     });
@@ -866,7 +866,7 @@ export class PgStore implements Store {
   private async failTaskIn(client: pg.PoolClient, tx: Tx, input: { id: string; now: Date; code: string; message: string }): Promise<{ outcome: FailOutcome; statements: Statement[] }> {
     const failed = (await this.first(client, tx, [SQL.failTask, [input.id, input.now, input.code, input.message]])).rows[0] as Row | undefined;
     if (!failed) return { outcome: { kind: 'already_terminal', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements, usage } = await this.endingWrites(toTask(failed), input.now, { refund: input.code, usage: { creditsRefunded: failed.credits_charged, failed: 1 } });
+    const { task, statements, usage } = this.endingWrites(toTask(failed), input.now, { refund: input.code, usage: { creditsRefunded: failed.credits_charged, failed: 1 } });
     return { outcome: { kind: 'failed', task }, statements: [...statements, ...this.usageStatements(usage)] };
   }
 
