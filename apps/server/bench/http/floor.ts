@@ -11,11 +11,19 @@
  *   id (raw arrays, a prepared statement, the turn's read transaction of the
  *   server's group commit), the output URL signed, the task's JSON; 404
  *   without one.
- * - POST …/generations      the key, the JSON body parsed and validated
- *   against the spec's schema (the server's compiled validator), then one
- *   savepoint in the server's group commit (store/sqlite/group-commit.ts):
- *   the task, the account's balance lowered, the charge in the ledger, the
- *   generate job; 202 once committed.
+ * - POST …/generations      the key, the JSON body read as the contract
+ *   requires (the server's readJson: strict UTF-8, since a prompt must come
+ *   back exactly as sent, and the nesting limit), validated against the
+ *   spec's schema (the server's compiled validator) and the model rules
+ *   (checkSubmissionRules, contract D5), then one savepoint in the server's
+ *   group commit (store/sqlite/group-commit.ts): the task, the account's
+ *   balance lowered, the charge in the ledger with the balance it left (the
+ *   spec's `balanceAfter`), the generate job; 202 once committed.
+ *
+ * Left out as the server's own choices, not the contract's: the usage totals
+ * kept as running sums (a server may sum the ledger when asked), the
+ * idempotency and active-task checks (the benchmark sends no key and runs with
+ * the cap off), and every header beyond the status and the JSON body.
  *
  * So a target the floor misses in the same run is out of reach of any
  * server doing the contract's work here, however lean (BENCHMARKS.md).
@@ -24,9 +32,12 @@ import Database from 'better-sqlite3';
 import { createHmac } from 'node:crypto';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
+import type { RequestBody } from '@vidgen/types';
 import { DEFAULT_PRICES, priceOf } from '../../src/domain/catalog.js';
 import { newRequestId } from '../../src/domain/ids.js';
 import { hashApiKey } from '../../src/domain/keys.js';
+import { checkSubmissionRules } from '../../src/domain/rules.js';
+import { readJson } from '../../src/http/middleware.js';
 import { bodyValidator } from '../../src/http/spec.js';
 import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
 
@@ -65,14 +76,14 @@ const sql = {
      VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, 'text_to_video', ?, ?, ?, ?, ?, ?, ?)`,
   ),
   lowerBalance: db.prepare('UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance >= ?'),
-  charge: db.prepare(`INSERT INTO ledger_entries (account_id, kind, amount, task_id, created_at) VALUES (?, 'charge', ?, ?, ?)`),
+  charge: db.prepare(
+    `INSERT INTO ledger_entries (account_id, kind, amount, task_id, created_at, balance_after) VALUES (?, 'charge', ?, ?, ?, (SELECT balance FROM accounts WHERE id = ?))`,
+  ),
   job: db.prepare(
     `INSERT INTO jobs (task_id, kind, provider, state, max_attempts, run_at, created_at, updated_at) VALUES (?, 'generate', 'instant', 'available', 3, ?, ?, ?)`,
   ),
 };
-const validateSubmission = bodyValidator<{ model: 'vidgen-2.0-fast'; prompt: string; duration?: number; resolution?: '480p'; aspectRatio?: string; mediaUrls?: string[]; metadata?: unknown; webhookUrl?: string }>(
-  'submitGeneration',
-);
+const validateSubmission = bodyValidator<RequestBody<'submitGeneration'>>('submitGeneration');
 
 /** The columns `sql.task` reads, in order. */
 type TaskRow = [
@@ -147,13 +158,14 @@ app.post(BASE, async (c) => {
   if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
   let body: unknown;
   try {
-    body = JSON.parse(await c.req.text());
+    body = await readJson(c as never);
   } catch {
     return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
   }
   const checked = validateSubmission(body);
   if (!checked.ok) return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
   const r = checked.value;
+  if (checkSubmissionRules(r).length) return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
   const now = Date.now();
   const id = newRequestId(new Date(now));
   const resolution = r.resolution ?? '480p';
@@ -162,7 +174,7 @@ app.post(BASE, async (c) => {
   const charged = await group.write(() => {
     if (sql.lowerBalance.run(price, account, price).changes !== 1) return false;
     sql.insertTask.run(id, account, r.model, r.prompt, duration, r.aspectRatio ?? '16:9', resolution, JSON.stringify(r.mediaUrls ?? []), r.metadata === undefined ? null : JSON.stringify(r.metadata), r.webhookUrl ?? null, price, now, now, now + DEADLINE_MS);
-    sql.charge.run(account, -price, id, now);
+    sql.charge.run(account, -price, id, now, account);
     sql.job.run(id, now, now, now);
     return true;
   });
