@@ -41,6 +41,7 @@ import { SETTLES_NOTHING } from '../store.js';
 import { RollBack } from '../roll-back.js';
 import { newTaskRecord, rowMappers, type Row } from '../rows.js';
 import { kept, KeptPlans, type Statement } from './kept-plans.js';
+import { literal } from './literals.js';
 import { Coalescer, MessageCombiner, settled, type Settled, type UsageDelta } from './combined-messages.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -119,21 +120,6 @@ function secretsOf(row: Row, now: Date): string[] {
 /** The usage totals' shard a transaction adds to (0007_usage_shards.sql). */
 const USAGE_SHARDS = 16;
 const usageShard = () => Math.floor(Math.random() * USAGE_SHARDS);
-
-/**
- * A value as a SQL literal, for statements sent in one message (commitWith, atomically): strings quoted by pg,
- * dates as ISO text, integers as written, booleans, null and undefined as NULL, other objects as their JSON text
- * (as node-pg sends them as parameters).
- */
-function literal(value: unknown): string {
-  if (value === null || value === undefined) return 'NULL';
-  if (typeof value === 'string') return pg.escapeLiteral(value);
-  if (value instanceof Date) return pg.escapeLiteral(value.toISOString());
-  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
-  if (typeof value === 'boolean') return String(value);
-  if (typeof value === 'object' && !Array.isArray(value) && !Buffer.isBuffer(value)) return pg.escapeLiteral(JSON.stringify(value));
-  throw new Error(`no SQL literal for ${typeof value} ${String(value)}`);
-}
 
 /** A SQL list of states, from the lifecycle in domain/states.ts (the one place that knows it). */
 const inList = (states: readonly TaskState[]) => `(${states.map((state) => `'${state}'`).join(', ')})`;
