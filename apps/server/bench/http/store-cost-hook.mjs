@@ -23,12 +23,28 @@ const counts = {
   pg: { roundTrips: 0, statements: 0, begins: 0, commits: 0, rollbacks: 0, byText: {} },
   sqlite: { statements: 0, writeCommits: 0, walFrames: 0, walResets: 0, walBytes: 0, byText: {} },
 };
-const label = (text) => String(text).replace(/\s+/g, ' ').trim().slice(0, 90);
+/** A statement's label: its start, whitespace folded (only the start is read: a message's statements hold whole webhook bodies). */
+const label = (text) => String(text).slice(0, 160).replace(/\s+/g, ' ').trim().slice(0, 90);
 
 if (dir) {
   // --- pg
   const pg = require('pg');
   const query = pg.Client.prototype.query;
+  /**
+   * A kept plan's EXECUTE is labelled by the statement it runs (its PREPARE, seen earlier on some connection), not by
+   * its values: labelled with them, nearly every EXECUTE of a task was a label of its own, and counting them grew an
+   * object by ten keys a task, which cost the PostgreSQL server processes CPU that SQLite's (a few labels, made once
+   * per prepared text) did not pay (BENCHMARKS.md, eleventh pass).
+   */
+  const planLabels = new Map();
+  const statementLabel = (statement) => {
+    const head = label(statement);
+    const execute = /^EXECUTE (\w+)/.exec(head);
+    if (execute) return `EXECUTE ${planLabels.get(execute[1]) ?? execute[1]}`;
+    const prepared = /^PREPARE (\w+) AS (.*)$/.exec(head);
+    if (prepared) planLabels.set(prepared[1], prepared[2]);
+    return head;
+  };
   pg.Client.prototype.query = function countedQuery(config, ...rest) {
     const text = typeof config === 'string' ? config : config?.text;
     if (text !== undefined) {
@@ -36,7 +52,7 @@ if (dir) {
       c.roundTrips++;
       for (const statement of String(text).split(';\n')) {
         c.statements++;
-        const key = label(statement);
+        const key = statementLabel(statement);
         c.byText[key] = (c.byText[key] ?? 0) + 1;
         if (/^\s*BEGIN/i.test(statement)) c.begins++;
         else if (/^\s*COMMIT/i.test(statement)) c.commits++;
