@@ -21,7 +21,7 @@ import { createFollower } from './upstream/follower.js';
 import { createUpstreamSubmitter, type Channel } from './upstream/submitter.js';
 import { createDeliveryRunner } from './webhooks/deliveries.js';
 import { createWebhookSender } from './webhooks/sender.js';
-import type { JobQueue } from './queue/queue.js';
+import { WEBHOOKS_LANE, type JobQueue } from './queue/queue.js';
 import type { Store } from './store/store.js';
 
 export { createOutputFiles } from './files/output-files.js';
@@ -126,10 +126,10 @@ export function createPipelineWorker(deps: {
     }),
     files: deps.files,
     workDir: join(config.dataDir, 'work'),
-    concurrency: { ...config.concurrency, webhooks: config.webhooks.concurrency },
+    concurrency: { ...config.concurrency, [WEBHOOKS_LANE]: config.webhooks.concurrency },
     claimIntervalMs: config.claimIntervalMs,
     // A job enqueued wakes the lanes models are routed to, and webhooks; the rest are looked at every poll.
-    wakeLanes: [...new Set(Object.values(config.providers)), 'webhooks'],
+    wakeLanes: [...new Set(Object.values(config.providers)), WEBHOOKS_LANE],
     deliveries: createDeliveryRunner({
       store: deps.store,
       clock: deps.clock,

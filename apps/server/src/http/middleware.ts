@@ -111,10 +111,8 @@ export function authenticate(deps: { store: Store; clock: Clock; apiKeyCache?: A
     // Malformed, unknown, revoked and expired keys: one answer, nothing to tell them apart.
     if (!record) throw unauthorized('the API key is invalid, revoked or expired', 'invalid_token');
     c.set('apiKey', record);
-    if (!scopes.every((scope) => record.scopes.includes(scope as never))) {
-      const missing = scopes.filter((scope) => !record.scopes.includes(scope as never));
-      throw new ApiError('forbidden', `this API key lacks the ${missing.join(' and ')} scope`);
-    }
+    const missing = scopes.filter((scope) => !record.scopes.includes(scope as never));
+    if (missing.length) throw new ApiError('forbidden', `this API key lacks the ${missing.join(' and ')} scope`);
     await next();
   };
 }

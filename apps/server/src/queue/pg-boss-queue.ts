@@ -18,8 +18,8 @@
 import { randomUUID } from 'node:crypto';
 import PgBoss from 'pg-boss';
 import pg from 'pg';
-import type { Job, JobQueue } from './queue.js';
-import { DELIVERY_LANE, isDeliveryClaim, PgDeliveryLane } from './pg-delivery-lane.js';
+import { WEBHOOKS_LANE, type Job, type JobQueue } from './queue.js';
+import { isDeliveryClaim, PgDeliveryLane } from './pg-delivery-lane.js';
 import type { PgJobs, Queryable, Statement } from '../store/postgres/pg-store.js';
 import { kept } from '../store/postgres/kept-plans.js';
 
@@ -120,7 +120,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
       await lock.query(`SET lock_timeout = '120s'`);
       await lock.query('SELECT pg_advisory_lock($1)', [QUEUE_START_LOCK]);
       await this.boss.start();
-      for (const lane of this.options.lanes.filter((name) => name !== DELIVERY_LANE)) {
+      for (const lane of this.options.lanes.filter((name) => name !== WEBHOOKS_LANE)) {
         // Retries of failed generations are the worker's (successor jobs); pg-boss's retries
         // only bring back jobs whose lease ran out, one more than the attempts the app allows
         // so that the worker sees the extra claim and fails the task itself.
@@ -188,7 +188,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
 
   async claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
     const { provider } = input;
-    if (provider === DELIVERY_LANE) return this.deliveries.claim(input);
+    if (provider === WEBHOOKS_LANE) return this.deliveries.claim(input);
     const jobs = await this.boss.fetch<JobData>(laneOf(provider), { batchSize: input.limit, includeMetadata: true });
     return jobs.map((job) => ({
       id: jobId(provider, job.id, job.retryCount),

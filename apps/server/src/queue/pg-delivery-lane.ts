@@ -11,10 +11,8 @@
  * and extends nothing. Times are the app's clock, as the deliveries' next_attempt_at (and the upstream tasks'
  * leases) are.
  */
-import type { Job } from './queue.js';
+import { WEBHOOKS_LANE, type Job } from './queue.js';
 import { kept } from '../store/postgres/kept-plans.js';
-
-export const DELIVERY_LANE = 'webhooks';
 
 const CLAIM = kept(`
   WITH picked AS (
@@ -51,9 +49,9 @@ const COUNT = `SELECT count(*) FILTER (WHERE status = 'pending' AND (lease_until
 /** Runs one statement on its own (autocommit), its plan kept when marked. */
 type Run = (text: string, values: unknown[]) => Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
 
-export const isDeliveryClaim = (jobId: string) => jobId.startsWith(`${DELIVERY_LANE}/`);
+export const isDeliveryClaim = (jobId: string) => jobId.startsWith(`${WEBHOOKS_LANE}/`);
 /** A claim's job id: the delivery and the lease_id the claim gave it. */
-export const deliveryClaim = (deliveryId: string, leaseId: number) => `${DELIVERY_LANE}/${deliveryId}/${leaseId}`;
+export const deliveryClaim = (deliveryId: string, leaseId: number) => `${WEBHOOKS_LANE}/${deliveryId}/${leaseId}`;
 
 export function parseDeliveryClaim(jobId: string): { deliveryId: string; leaseId: number } {
   const [, deliveryId = '', leaseId = '-1'] = jobId.split('/');
@@ -75,7 +73,7 @@ export class PgDeliveryLane {
         id: deliveryClaim(row.id as string, row.lease_id as number),
         taskId: row.task_id as string,
         kind: 'deliver' as const,
-        provider: DELIVERY_LANE,
+        provider: WEBHOOKS_LANE,
         // This claim's number in the delivery's chain: the attempts recorded, and the claims since (this one included).
         attempts: (row.attempts as number) + (row.unrecorded_claims as number),
         maxAttempts: this.maxUnrecordedClaims,

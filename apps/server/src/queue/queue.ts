@@ -6,6 +6,9 @@
  * runs out, and the job is claimed again (at-least-once). Task state
  * transitions, not the queue, guarantee each task is charged and refunded once.
  */
+/** The lane of webhook deliveries; every other lane is a provider's. */
+export const WEBHOOKS_LANE = 'webhooks';
+
 export interface Job {
   /** Opaque to workers: each queue names its jobs its own way. */
   id: string;

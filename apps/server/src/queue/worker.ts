@@ -18,7 +18,7 @@ import type { Store, TaskRecord } from '../store/store.js';
 import type { Follower } from '../upstream/follower.js';
 import type { UpstreamSubmitter } from '../upstream/submitter.js';
 import type { DeliveryRunner } from '../webhooks/deliveries.js';
-import type { Job, JobQueue } from './queue.js';
+import { WEBHOOKS_LANE, type Job, type JobQueue } from './queue.js';
 
 /** What the worker needs of the reference fetcher (media/fetcher.ts). */
 export interface ReferenceFetcher {
@@ -111,9 +111,6 @@ interface AttemptSpace {
   /** The output was moved into storage (OutputFiles.put takes it away): nothing left there to remove. */
   stored?: boolean;
 }
-
-/** The lane of webhook deliveries. */
-const WEBHOOKS = 'webhooks';
 
 export function createWorker(options: WorkerOptions): Worker {
   const { store, queue, events, clock, logger } = options;
@@ -239,7 +236,7 @@ export function createWorker(options: WorkerOptions): Worker {
         // worker had no room for. A generation that ended may have enqueued its webhook: that lane
         // too (in one process on SQLite nothing else announces it), unless it handed its webhook to this worker.
         const queuedWebhook = job.kind === 'generate' && !handedOver.delete(job.id);
-        if (!stopping) void pump(queuedWebhook ? [job.provider, WEBHOOKS] : [job.provider]);
+        if (!stopping) void pump(queuedWebhook ? [job.provider, WEBHOOKS_LANE] : [job.provider]);
         if (cutWait && roomForABatch()) cutWait();
       });
     inFlight.set(job.id, run);
@@ -482,7 +479,7 @@ export function createWorker(options: WorkerOptions): Worker {
             ...(holding ? { holdDelivery: { leaseUntil: new Date(clock.now().getTime() + options.leaseMs) } } : {}),
           });
         } finally {
-          if (holding) busy.set(WEBHOOKS, (busy.get(WEBHOOKS) ?? 1) - 1);
+          if (holding) busy.set(WEBHOOKS_LANE, (busy.get(WEBHOOKS_LANE) ?? 1) - 1);
         }
         storedOutput = undefined;
         if (completed.kind === 'succeeded') {
@@ -530,9 +527,9 @@ export function createWorker(options: WorkerOptions): Worker {
 
   /** Takes a webhooks slot for a delivery this worker will be handed by its task's completion; false when the lane is full, absent or stopping. */
   function holdWebhookSlot(): boolean {
-    const limit = options.concurrency[WEBHOOKS] ?? 0;
-    if (!options.deliveries || stopping || (busy.get(WEBHOOKS) ?? 0) >= limit) return false;
-    busy.set(WEBHOOKS, (busy.get(WEBHOOKS) ?? 0) + 1);
+    const limit = options.concurrency[WEBHOOKS_LANE] ?? 0;
+    if (!options.deliveries || stopping || (busy.get(WEBHOOKS_LANE) ?? 0) >= limit) return false;
+    busy.set(WEBHOOKS_LANE, (busy.get(WEBHOOKS_LANE) ?? 0) + 1);
     return true;
   }
 
@@ -541,7 +538,7 @@ export function createWorker(options: WorkerOptions): Worker {
    * stopping began meanwhile, hands it back at once for another worker (stop() no longer waits for jobs it had not seen).
    */
   async function runHeld(claim: string, taskId: string): Promise<void> {
-    const held: Job = { id: claim, taskId, kind: 'deliver', provider: WEBHOOKS, attempts: 1, maxAttempts: 1 };
+    const held: Job = { id: claim, taskId, kind: 'deliver', provider: WEBHOOKS_LANE, attempts: 1, maxAttempts: 1 };
     if (stopping) await queue.release({ jobId: held.id, workerId, now: clock.now() });
     else start(held);
   }

@@ -12,13 +12,13 @@ import { createMemoryRateLimiter, type RateLimiter } from '../http/rate-limit.js
 import type { TaskEvents } from '../interfaces.js';
 import { createPgRateLimiter } from './postgres/pg-rate-limiter.js';
 import { JOBS_CHANNEL, PgBossQueue } from '../queue/pg-boss-queue.js';
-import type { JobQueue } from '../queue/queue.js';
+import { WEBHOOKS_LANE, type JobQueue } from '../queue/queue.js';
 import { PgStore } from './postgres/pg-store.js';
 import { SqliteStore } from './sqlite/sqlite-store.js';
 import type { Store } from './store.js';
 
 /** Every lane a job can be sent to: the providers, and webhook deliveries. */
-export const JOB_LANES = [...PROVIDER_NAMES, 'webhooks'] as const;
+export const JOB_LANES = [...PROVIDER_NAMES, WEBHOOKS_LANE] as const;
 
 export interface Backend {
   store: Store;
