@@ -46,7 +46,7 @@ export async function runService(argv: string[]): Promise<void> {
   const clock = systemClock;
   const runsApi = config.role !== 'worker';
   const runsWorker = config.role === 'worker' || (config.role === 'all' && config.worker);
-  const backend = await openBackend(config, { logger, listen: true, supervise: runsWorker });
+  const backend = await openBackend(config, { logger, listen: { api: runsApi, worker: runsWorker }, supervise: runsWorker });
   const { store, queue, events } = backend;
 
   if (config.devBootstrap && runsApi) {

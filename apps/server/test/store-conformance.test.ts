@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createPostgresTaskEvents } from '../src/events/postgres.js';
 import { openBackend, type Backend } from '../src/store/open.js';
 import { backendKinds } from './support/backends.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
@@ -1160,6 +1161,33 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       } finally {
         unsubscribe();
         await other.close();
+      }
+    });
+
+    it('tells a process that listens for cancels only (a worker alone) of the cancel, not of the other moves', async () => {
+      const url = (kit.backend.store as PgStore).pool.options.connectionString!;
+      const worker = createPostgresTaskEvents({ connectionString: url, logger: silentLogger, statuses: 'cancels' });
+      const seen: string[] = [];
+      const { id } = await submit(10);
+      const started = await submit(10);
+      await worker.ready;
+      const unsubscribe = worker.subscribe(id, (status) => seen.push(`${id} ${status}`));
+      const unsubscribeStarted = worker.subscribe(started.id, (status) => seen.push(`${started.id} ${status}`));
+      try {
+        await store().startTask({ id, now });
+        await store().startTask({ id: started.id, now });
+        await store().completeTask({ id: started.id, now, outputKey: 'x.mp4', outputUrl: 'https://x/x.mp4', outputExpiresAt: later(3_600_000) });
+        await store().cancelTask({ accountId: 'acc_1', id, now });
+        // Notices arrive in commit order on the one connection: the moves before the cancel would have come first.
+        await eventually(async () => (seen.length >= 1 ? true : undefined), 5_000);
+        expect(seen).toEqual([`${id} cancelled`]);
+        // Its own publishes still reach its listeners, whatever the status.
+        worker.publish(started.id, 'succeeded');
+        expect(seen).toEqual([`${id} cancelled`, `${started.id} succeeded`]);
+      } finally {
+        unsubscribe();
+        unsubscribeStarted();
+        await worker.close();
       }
     });
   }

@@ -6,6 +6,10 @@
  * process's move, and a cancel on an API process reaches the worker rendering
  * the task. Local publishes are delivered at once as well; listeners see a
  * status at least once and must not mind seeing it twice.
+ *
+ * A process that answers no long polls (`--role worker`) hears only cancels (`statuses: 'cancels'`: the
+ * trigger's second channel, migration 0010): every move of every task delivered to every process, and parsed
+ * there, cost the split topology's PostgreSQL and workers CPU for nothing (BENCHMARKS.md, twelfth pass).
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -13,6 +17,8 @@ import type { TaskEvents } from '../interfaces.js';
 import { createInProcessTaskEvents } from './in-process.js';
 
 export const TASK_STATUS_CHANNEL = 'vidgen_task_status';
+/** A cancel's task id, announced besides its status move (migration 0010). */
+export const TASK_CANCELLED_CHANNEL = 'vidgen_task_cancelled';
 
 export interface ListeningTaskEvents extends TaskEvents {
   /** Resolves once the LISTEN is in place. */
@@ -23,19 +29,24 @@ export interface ListeningTaskEvents extends TaskEvents {
 export function createPostgresTaskEvents(options: {
   connectionString: string;
   logger: Logger;
+  /**
+   * Which status moves of other processes reach this one's listeners: `every` one (a process answering long polls), or
+   * only `cancels` (a worker alone, stopping the render of a task cancelled elsewhere). Local publishes reach them all.
+   */
+  statuses: 'every' | 'cancels';
   /** Extra channels to listen on, with their handlers (e.g. job wake-ups). */
   channels?: Record<string, (payload: string) => void>;
   /** Delay before reconnecting after the connection drops. */
   reconnectMs?: number;
 }): ListeningTaskEvents {
   const local = createInProcessTaskEvents();
-  const handlers: Record<string, (payload: string) => void> = {
-    ...options.channels,
-    [TASK_STATUS_CHANNEL]: (payload) => {
+  const handlers: Record<string, (payload: string) => void> = { ...options.channels };
+  if (options.statuses === 'every') {
+    handlers[TASK_STATUS_CHANNEL] = (payload) => {
       const space = payload.indexOf(' ');
       if (space > 0) local.publish(payload.slice(0, space), payload.slice(space + 1));
-    },
-  };
+    };
+  } else handlers[TASK_CANCELLED_CHANNEL] = (payload) => payload && local.publish(payload, 'cancelled');
   let client: pg.Client | undefined;
   let closed = false;
   let markReady: () => void = () => {};

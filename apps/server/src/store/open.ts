@@ -2,7 +2,8 @@
  * Opens what the configuration names: the store, its job queue and the task
  * events that wake long polls and reach rendering workers.
  * - SQLite: one process; the queue lives in the store, events stay in memory.
- * - PostgreSQL: any number of processes; the queue is pg-boss, events travel by LISTEN/NOTIFY.
+ * - PostgreSQL: any number of processes; the queue is pg-boss, events travel by LISTEN/NOTIFY (each process on the
+ *   channels its roles need).
  */
 import type { Logger } from 'pino';
 import { PROVIDER_NAMES, type Config } from '../config.js';
@@ -38,7 +39,17 @@ export interface Backend {
 
 export async function openBackend(
   config: Pick<Config, 'database' | 'jobLeaseMs'>,
-  options: { logger: Logger; /** LISTEN for events (servers and workers; not the CLI). */ listen: boolean; /** Run the queue's maintenance here. */ supervise: boolean },
+  options: {
+    logger: Logger;
+    /**
+     * LISTEN for other processes' news (servers and workers; not the CLI): `api` for status moves (long polls), `worker`
+     * for job wake-ups and cancels; both for a process that is both. A channel no one here needs is not listened on: each
+     * notice is sent to every listening connection and read there.
+     */
+    listen: false | { api: boolean; worker: boolean };
+    /** Run the queue's maintenance here. */
+    supervise: boolean;
+  },
 ): Promise<Backend> {
   switch (config.database.kind) {
     case 'sqlite': {
@@ -77,11 +88,13 @@ export async function openBackend(
         throw error;
       }
       const jobListeners: ((payload: string) => void)[] = [];
-      const events = options.listen
+      const { listen } = options;
+      const events = listen
         ? createPostgresTaskEvents({
             connectionString: url,
             logger: options.logger,
-            channels: { [JOBS_CHANNEL]: (payload) => jobListeners.forEach((listener) => listener(payload)) },
+            statuses: listen.api ? 'every' : 'cancels',
+            channels: listen.worker ? { [JOBS_CHANNEL]: (payload) => jobListeners.forEach((listener) => listener(payload)) } : {},
           })
         : undefined;
       await events?.ready;

@@ -49,7 +49,7 @@ export const backendKinds: BackendKind[] = [
       const database = await createTestDatabase();
       const backend = await openBackend(
         { database: { kind: 'postgres', url: database.url, poolSize: 20 }, jobLeaseMs: leaseMs },
-        { logger: silentLogger, listen: true, supervise: true },
+        { logger: silentLogger, listen: { api: true, worker: true }, supervise: true },
       );
       const pool = (backend.store as PgStore).pool;
       return {
