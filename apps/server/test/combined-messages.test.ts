@@ -322,8 +322,8 @@ describe.skipIf(!hasPostgres)('combined messages on PostgreSQL', () => {
   it("answers each caller of a message whose connection was killed with the error, sends none of them again, and writes nothing", async () => {
     const faults = storeFaults(first);
     const before = { ...pg(first).combiner.counts };
-    // Held at its first job's insert: the tasks written, uncommitted; then its backend terminated.
-    const held = await faults.holdAt('generation job');
+    // Held at its first charge: a task with its job written, uncommitted; then its backend terminated.
+    const held = await faults.holdAt('charge');
     try {
       const outcomes = Promise.allSettled(
         Array.from({ length: 3 }, (_, i) => first.store.submitTask({ job, task: task('acc_1', 10, later(i)), idempotency: null, now: later(i), respond })),

@@ -282,9 +282,9 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
       'a submission whose database connection is killed mid-transaction answers 503 unavailable with Retry-After, leaves nothing, and the service keeps serving',
       async () => {
         const p = await pipeline(testProvider(writesVideo()));
-        // Held at its last write: the task, the charge and its ledger row are written, uncommitted.
+        // Held at the charge's ledger row: the Idempotency-Key and the task with its job are written, uncommitted.
         // (Before the fix, the dropped client's 'error' event went unheard: an uncaught exception, the process ended.)
-        const held = await p.faults.holdAt('generation job');
+        const held = await p.faults.holdAt('charge');
         const answer = p.request('POST', SUBMIT, { key: p.key, body: validSubmit(), headers: { 'Idempotency-Key': 'order-1' } });
         await held.reached();
         await held.terminate();

@@ -1,25 +1,28 @@
 /**
- * The job queue on PostgreSQL, on pg-boss 10 (chosen by measurement, see the
- * README: with `fetch()` woken by NOTIFY it started jobs in ~2 ms at p50 and
- * ran ~290 jobs/s end to end here, where its own `work()` loop manages 8/s).
+ * The job queue on PostgreSQL. Its lanes' jobs are rows of the store's own tables: a task's generation job is its
+ * row's (pg-generation-lane.ts, migration 0011), a webhook delivery's its delivery's (pg-delivery-lane.ts, migration
+ * 0009). pg-boss 10, which held them before (chosen by measurement, see the README: with `fetch()` woken by NOTIFY it
+ * started jobs in ~2 ms at p50 and ran ~290 jobs/s end to end here, where its own `work()` loop manages 8/s), now runs
+ * only what a previous release enqueued in it during a deploy, and its successors: every claim of a lane looks there
+ * too, at most once a second. What follows is how those jobs are run.
  *
  * - One pg-boss queue per provider lane (`vidgen-local`, `vidgen-instant`,
- *   `vidgen-byteplus`); a job is enqueued with the app's own client, so inside
- *   the transaction that creates its task, and the same transaction NOTIFYs
- *   `vidgen_jobs` so idle workers wake at commit.
+ *   `vidgen-byteplus`), still created at start: a previous release enqueued its
+ *   jobs there, in the transaction that created the task, with a NOTIFY on
+ *   `vidgen_jobs` (as the submission does for a task's own job now).
  * - The lease is pg-boss's `expireIn`: a worker that dies stops extending it,
  *   pg-boss's maintenance puts the job back, and another worker claims it.
  *   Extending it is one UPDATE of pg-boss's job row (no API for it in v10).
  * - A retry at a chosen time completes the job and sends its successor with
  *   `startAfter`, in one transaction; the successor carries the attempt count.
- * - The webhooks lane is not pg-boss's: its deliveries' rows are its queue
- *   (pg-delivery-lane.ts), and this queue hands that lane's calls to them.
+ * - A claim's job id says whose it is (`task/…`, `webhooks/…`, or pg-boss's
+ *   `<lane>/<id>/<claim>`), and this queue hands each call to its lane.
  */
-import { randomUUID } from 'node:crypto';
 import PgBoss from 'pg-boss';
 import pg from 'pg';
 import { WEBHOOKS_LANE, type Job, type JobQueue } from './queue.js';
 import { isDeliveryClaim, PgDeliveryLane } from './pg-delivery-lane.js';
+import { isTaskClaim, PgGenerationLane } from './pg-generation-lane.js';
 import type { PgJobs, Queryable, Statement } from '../store/postgres/pg-store.js';
 import { kept } from '../store/postgres/kept-plans.js';
 
@@ -35,6 +38,8 @@ const EXTEND_LEASE = kept(`UPDATE ${SCHEMA}.job SET expire_in = (now() - started
 const FINISH_JOB = kept(`UPDATE ${SCHEMA}.job SET state = $4, completed_on = now(), output = $5
                          WHERE name = $1 AND id = $2 AND retry_count = $3 AND state = 'active'`);
 const LANE_PREFIX = 'vidgen-';
+/** How often a lane's claims look for a previous release's jobs in pg-boss (a deploy under way, or one that ended with jobs left). */
+const LEGACY_LOOK_MS = 1_000;
 /**
  * Held (a session advisory lock on a connection of its own) by a process while it starts pg-boss
  * and creates the lanes' queues: pg-boss runs its own migrations under its own lock, but not
@@ -87,6 +92,9 @@ export class PgBossQueue implements JobQueue, PgJobs {
   readonly boss: PgBoss;
   private readonly leaseSeconds: number;
   private readonly deliveries: PgDeliveryLane;
+  private readonly generations: PgGenerationLane;
+  /** When each lane's claims last looked in pg-boss (LEGACY_LOOK_MS). */
+  private readonly legacyLookedAt = new Map<string, number>();
 
   constructor(private readonly options: PgBossQueueOptions) {
     this.leaseSeconds = Math.max(1, Math.ceil(options.leaseMs / 1000));
@@ -101,7 +109,9 @@ export class PgBossQueue implements JobQueue, PgJobs {
       archiveCompletedAfterSeconds: 3_600,
     });
     this.boss.on('error', (error) => options.onError?.(error));
-    this.deliveries = new PgDeliveryLane((text, values) => this.alone.query(this.statement(text, values)), options.deliveryClaims ?? 20);
+    const run = (text: string, values: unknown[]) => this.alone.query(this.statement(text, values));
+    this.deliveries = new PgDeliveryLane(run, options.deliveryClaims ?? 20);
+    this.generations = new PgGenerationLane(run);
   }
 
   /**
@@ -156,40 +166,21 @@ export class PgBossQueue implements JobQueue, PgJobs {
     if (!id) throw new Error(`the job for ${job.taskId} was not enqueued in lane ${laneOf(job.provider)}`);
   }
 
-  /**
-   * The statement that enqueues `job` (pg-boss's INSERT, the wake-up NOTIFY), for the caller to send with others
-   * in one message (the store's submission): it fails with vidgen_require's SQLSTATE VG001 (`job_not_enqueued`)
-   * when it inserted nothing, so that no task is ever written without its job.
-   */
-  async enqueueStatement(job: { kind: Job['kind']; taskId: string; provider: string; maxAttempts: number }): Promise<Statement> {
-    const data: JobData = { taskId: job.taskId, kind: job.kind, maxAttempts: job.maxAttempts, attempt: 1 };
-    let statement: Statement | undefined;
-    // pg-boss builds its INSERT and hands it to executeSql; kept here, not run. The id is ours, so that its answer can be given.
-    const id = randomUUID();
-    await this.boss.send(laneOf(job.provider), data, {
-      id,
-      db: {
-        executeSql: async (text, values) => {
-          const n = values!.length;
-          statement = [
-            // Its plan kept per connection (the store's kept-plans.ts): pg-boss builds the same text for every job.
-            kept(`WITH sent AS (${text}) SELECT vidgen_require(count(*) = 1, 'job_not_enqueued'), pg_notify($${n + 1}, $${n + 2}) FROM sent`),
-            [...values!, JOBS_CHANNEL, job.provider],
-          ];
-          return { rows: [{ id }] };
-        },
-      },
-      expireInSeconds: this.leaseSeconds,
-      retryLimit: job.maxAttempts + 1,
-      retryDelay: 0,
-    });
-    return statement!;
-  }
-
   async claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
     const { provider } = input;
     if (provider === WEBHOOKS_LANE) return this.deliveries.claim(input);
-    const jobs = await this.boss.fetch<JobData>(laneOf(provider), { batchSize: input.limit, includeMetadata: true });
+    const claimed = await this.generations.claim(input);
+    const at = input.now.getTime();
+    if (claimed.length < input.limit && at - (this.legacyLookedAt.get(provider) ?? -Infinity) >= LEGACY_LOOK_MS) {
+      this.legacyLookedAt.set(provider, at);
+      claimed.push(...(await this.claimLegacy(provider, input.limit - claimed.length)));
+    }
+    return claimed;
+  }
+
+  /** Up to `limit` of a previous release's jobs of the lane, from pg-boss. */
+  private async claimLegacy(provider: string, limit: number): Promise<Job[]> {
+    const jobs = await this.boss.fetch<JobData>(laneOf(provider), { batchSize: limit, includeMetadata: true });
     return jobs.map((job) => ({
       id: jobId(provider, job.id, job.retryCount),
       taskId: job.data.taskId,
@@ -202,6 +193,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   async extendLease(input: { jobId: string; workerId: string; now: Date; leaseMs: number }): Promise<boolean> {
+    if (isTaskClaim(input.jobId)) return this.generations.extendLease(input);
     if (isDeliveryClaim(input.jobId)) return this.deliveries.extendLease(input);
     const { lane, id, claim } = parseJobId(input.jobId);
     // pg-boss expires on the database's clock: the lease is a duration from its now().
@@ -228,23 +220,30 @@ export class PgBossQueue implements JobQueue, PgJobs {
       this.options.query ? this.options.query(statement) : (this.boss.getDb().executeSql(statement.text, statement.values) as Promise<pg.QueryResult>),
   } as unknown as Queryable;
 
-  /** The statement that completes this claim's run, to be sent with others: nothing if the claim no longer holds the job. */
-  completeStatement(jobIdValue: string): Statement {
+  /**
+   * The statement that completes this claim's run, to be sent with the task's ending: none for a job on the task's row,
+   * which the task's move ends. (Nothing if the claim no longer holds the job.)
+   */
+  completeStatement(jobIdValue: string): Statement | undefined {
+    if (isTaskClaim(jobIdValue)) return undefined;
     const { lane, id, claim } = parseJobId(jobIdValue);
     return [FINISH_JOB, [lane, id, claim, 'completed', null]];
   }
 
   async complete(jobIdValue: string): Promise<void> {
+    if (isTaskClaim(jobIdValue)) return this.generations.complete(jobIdValue);
     if (isDeliveryClaim(jobIdValue)) return this.deliveries.complete(jobIdValue);
     await this.finish(this.alone, jobIdValue, 'completed', null);
   }
 
   async retry(input: { jobId: string; runAt: Date; error: string; now: Date }): Promise<void> {
+    if (isTaskClaim(input.jobId)) return this.generations.retry(input);
     if (isDeliveryClaim(input.jobId)) return this.deliveries.retry(input);
     await this.handOn(input.jobId, input.runAt, { error: input.error }, 1);
   }
 
   async release(input: { jobId: string; workerId: string; now: Date; runAt?: Date }): Promise<void> {
+    if (isTaskClaim(input.jobId)) return this.generations.release(input);
     if (isDeliveryClaim(input.jobId)) return this.deliveries.release(input);
     await this.handOn(input.jobId, input.runAt ?? input.now, { released: true }, 0);
   }
@@ -271,6 +270,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
   }
 
   async bury(input: { jobId: string; error: string; now: Date }): Promise<void> {
+    if (isTaskClaim(input.jobId)) return this.generations.bury(input);
     if (isDeliveryClaim(input.jobId)) return this.deliveries.bury(input);
     await this.finish(this.alone, input.jobId, 'cancelled', { error: input.error });
   }
@@ -285,6 +285,12 @@ export class PgBossQueue implements JobQueue, PgJobs {
     });
     for (const row of rows) counts[states[row.state]!] += row.n;
     const deliveries = await this.deliveries.countJobs();
-    return { available: counts.available + deliveries.available, leased: counts.leased + deliveries.leased, done: counts.done + deliveries.done, dead: counts.dead };
+    const generations = await this.generations.countJobs();
+    return {
+      available: counts.available + deliveries.available + generations.available,
+      leased: counts.leased + deliveries.leased + generations.leased,
+      done: counts.done + deliveries.done + generations.done,
+      dead: counts.dead + generations.dead,
+    };
   }
 }

@@ -22,7 +22,7 @@ export type FaultPoint =
   | 'charge'
   /** A refund's ledger row: cancelTask and failTask, after the status change and the balance. */
   | 'refund'
-  /** The task's generation job: on PostgreSQL pg-boss's row, the last write of a submission. */
+  /** The task's generation job: on SQLite its jobs row; on PostgreSQL the task's row, which carries it (pg-generation-lane.ts). */
   | 'generation job'
   /** completeTask's status change to succeeded. */
   | 'task succeeded';
@@ -37,7 +37,7 @@ const SQLITE_TRIGGERS: Record<FaultPoint, { table: string; on: string }> = {
 const PG_TRIGGERS: Record<FaultPoint, { table: string; on: string }> = {
   charge: { table: 'ledger_entries', on: "BEFORE INSERT ON ledger_entries FOR EACH ROW WHEN (NEW.kind = 'charge')" },
   refund: { table: 'ledger_entries', on: "BEFORE INSERT ON ledger_entries FOR EACH ROW WHEN (NEW.kind = 'refund')" },
-  'generation job': { table: 'pgboss.job', on: "BEFORE INSERT ON pgboss.job FOR EACH ROW WHEN (NEW.name LIKE 'vidgen-%' AND NEW.data->>'kind' = 'generate')" },
+  'generation job': { table: 'tasks', on: "BEFORE INSERT ON tasks FOR EACH ROW WHEN (NEW.job_state = 'waiting')" },
   'task succeeded': { table: 'tasks', on: "BEFORE UPDATE OF status ON tasks FOR EACH ROW WHEN (NEW.status = 'succeeded')" },
 };
 

@@ -77,15 +77,17 @@ interface Tx {
   begun: boolean;
 }
 
-/** What the store needs of the job engine: enqueue inside the caller's transaction. */
+/**
+ * What the store needs of the job engine. A task's generation job is written with the task itself (its row's job_
+ * columns, migration 0011: insertTask) and ended by its move to a terminal status; only a previous release's job, in
+ * pg-boss, has a statement of its own to complete it.
+ */
 export interface PgJobs {
   /**
-   * The statement that completes a claim's run of its generation job, to be sent with others: nothing if the claim no
-   * longer holds it. (A webhook delivery's claim is ended by its attempt's record: recordClaimedAttempt.)
+   * The statement that completes a claim's run of its generation job, to be sent with the task's ending; none when the
+   * ending itself ends it. (A webhook delivery's claim is ended by its attempt's record: recordClaimedAttempt.)
    */
-  completeStatement(jobId: string): Statement;
-  /** The statement that enqueues a generation job to start at once, to be sent with others in one message (see `atomically`). */
-  enqueueStatement(job: { kind: 'generate'; taskId: string; provider: string; maxAttempts: number }): Promise<Statement>;
+  completeStatement(jobId: string): Statement | undefined;
 }
 
 /** bigint (int8) columns as numbers: credits and ids stay far below 2^53. */
@@ -179,9 +181,12 @@ const SQL = {
     ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after)
                SELECT $1, 'charge', -$2::bigint, $3::text, NULL, $4::timestamptz, balance FROM charged)
     SELECT vidgen_require(EXISTS (SELECT FROM charged), 'insufficient_credits')`),
+  // The task with its generation job waiting in lane $16, due at once (pg-generation-lane.ts), and the wake-up of the
+  // workers of that lane at commit (wakeLane).
   insertTask: kept(`INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata,
-                                 webhook_url, credits_charged, deadline_at, created_at, updated_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)`),
+                                 webhook_url, credits_charged, deadline_at, created_at, updated_at, job_lane, job_state, job_run_at, job_max_attempts)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, 'waiting', $15, $17)`),
+  wakeLane: kept(`SELECT pg_notify('${JOBS_CHANNEL}', $1)`),
   storeIdempotentResponse: kept('UPDATE idempotency_keys SET response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2'),
   // After the charge, so with the account's row locked: the account's submissions pass here one at a time.
   // The count includes the task being submitted: at most the limit ($2) once it is in.
@@ -622,10 +627,11 @@ export class PgStore implements Store {
     const { hourStart, dayStart } = usageBuckets(now);
     // Rows only this task has first; the rows every submission of the account shares (its balance, its usage
     // totals) last, so that they are locked only while the server runs the rest of the message and the commit.
-    const ownRows = async (response: StoredResponse): Promise<Statement[]> => [
+    const ownRows = (response: StoredResponse): Statement[] => [
       [SQL.insertTask, [task.id, task.accountId, TASK_STATES.queued, task.model, task.prompt, task.duration, task.aspectRatio, task.resolution, task.mode,
-        JSON.stringify(task.mediaUrls), task.metadata === null ? null : JSON.stringify(task.metadata), task.webhookUrl, task.creditsCharged, task.deadlineAt, now]],
-      await this.jobs.enqueueStatement({ kind: 'generate', taskId: task.id, provider: input.job.provider, maxAttempts: input.job.maxAttempts }),
+        JSON.stringify(task.mediaUrls), task.metadata === null ? null : JSON.stringify(task.metadata), task.webhookUrl, task.creditsCharged, task.deadlineAt, now,
+        input.job.provider, input.job.maxAttempts]],
+      [SQL.wakeLane, [input.job.provider]],
       ...(idempotency ? [[SQL.storeIdempotentResponse, [task.accountId, idempotency.key, response.status, JSON.stringify(response.body)]] as Statement] : []),
     ];
     const activeCheck: Statement[] = input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]]] : [];
@@ -636,7 +642,7 @@ export class PgStore implements Store {
       if (!idempotency) {
         // Task, job, charge and checks: one round trip, one transaction.
         const response = input.respond(created);
-        const together = [...(await ownRows(response)), charge, ...activeCheck];
+        const together = [...ownRows(response), charge, ...activeCheck];
         await this.combiner.send({ alone: [...together, ...this.usageStatements(usage)], together, usage: [usage], rank: 1, key: task.accountId });
         return { kind: 'created', task: created, response };
       }
@@ -657,7 +663,7 @@ export class PgStore implements Store {
         }
         // Answered once the key is this transaction's.
         const response = input.respond(created);
-        await this.commitWith(client, tx, [...(await ownRows(response)), charge, ...activeCheck, ...this.usageStatements(usage)]);
+        await this.commitWith(client, tx, [...ownRows(response), charge, ...activeCheck, ...this.usageStatements(usage)]);
         return { kind: 'created', task: created, response };
       });
     } catch (error) {
@@ -804,7 +810,8 @@ export class PgStore implements Store {
       usage: { succeeded: 1, secondsDelivered: moved.duration },
       holdDelivery: input.holdDelivery,
     });
-    if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
+    const jobDone = input.job && this.jobs.completeStatement(input.job);
+    if (jobDone) statements.unshift(jobDone);
     statements.unshift([SQL.completeUnchanged, [input.id, now, input.outputKey, input.outputUrl, input.outputExpiresAt, started.updatedAt]]);
     try {
       await this.combiner.send({ alone: [...statements, ...this.usageStatements(usage)], together: statements, usage: [usage], rank: 0, key: input.id });
@@ -840,7 +847,8 @@ export class PgStore implements Store {
       holdDelivery: input.holdDelivery,
     });
     // The claim's job completed with the task: one round trip less, and no task succeeded with its job still running.
-    if (input.job) statements.unshift(this.jobs.completeStatement(input.job));
+    const jobDone = input.job && this.jobs.completeStatement(input.job);
+    if (jobDone) statements.unshift(jobDone);
     return { outcome: { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery } : {}) }, statements: [...statements, ...this.usageStatements(usage)] };
   }
 
