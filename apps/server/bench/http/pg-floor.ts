@@ -2,22 +2,22 @@
  * The pipeline's floor on PostgreSQL: what PostgreSQL itself can do with the statements a task costs,
  * without the server. `pgbench` (PostgreSQL's own C client, prepared statements, no HTTP, no
  * JavaScript, no webhook sent) runs one script per task on a database migrated as the server's
- * (the store's tables, triggers and pg-boss's job table), as the server's processes do:
+ * (the store's tables and triggers), as the server's processes do:
  *
- * 1. submit, one transaction: the task, its job (with the wake-up NOTIFY), the charge with its ledger
- *    entry and usage shard;
- * 2. the worker claims the job and starts the task (the status trigger NOTIFYs);
- * 3. complete, one transaction: the task succeeded, its webhook delivery (its own queue entry, written
- *    already claimed by the completing worker, as the server does when that worker has a webhook slot
- *    free), the usage shard; the generation job completed;
+ * 1. submit, one transaction: the task with its generation job (its row's, migration 0011) and the
+ *    wake-up NOTIFY, the charge with its ledger entry and usage shard;
+ * 2. the worker claims the job (a lease on the task's row) and starts the task (the status trigger NOTIFYs);
+ * 3. complete, one transaction: the task succeeded (which ends its job), its webhook delivery (its own
+ *    queue entry, written already claimed by the completing worker, as the server does when that worker
+ *    has a webhook slot free), the usage shard;
  * 4. deliver: the attempt recorded, the delivery marked and its lease ended, in one statement (the server
  *    ends the lease and records the attempt in two, in one transaction).
  *
- * That is 10 statements and 6 commits a task, fewer than the server sends (the server's reads of the
+ * That is 9 statements and 5 commits a task, fewer than the server sends (the server's reads of the
  * task, of the delivery and the secret, lease extensions and batched claims are left out), with the
- * same row locks: every task of the one account charges the same balance row. A job is claimed by its id
- * (known to the script), cheaper than pg-boss's search of the lane with SKIP LOCKED, so if anything the
- * floor is too high. Tasks per second is pgbench's transactions per second (one script = one task).
+ * same row locks: every task of the one account charges the same balance row. A job is claimed by its
+ * task's id (known to the script), cheaper than the server's search of the lane with SKIP LOCKED, so if
+ * anything the floor is too high. Tasks per second is pgbench's transactions per second (one script = one task).
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,10 +31,11 @@ const script = (accountId: string) => `
 \\set r random(1, 9000000000000000000)
 \\set shard :r % 16
 BEGIN;
-INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url, credits_charged, deadline_at, created_at, updated_at)
-  VALUES ('gen_' || :r, '${accountId}', 'queued', 'vidgen-2.0', 'a lighthouse at dusk, waves breaking', 4, '16:9', '480p', 'text_to_video', '[]', NULL, 'https://127.0.0.1:9/hook', 10, now() + interval '30 minutes', now(), now());
-WITH sent AS (INSERT INTO pgboss.job (name, data, expire_in) VALUES ('vidgen-instant', jsonb_build_object('taskId', 'gen_' || :r, 'kind', 'generate', 'attempt', 1, 'maxAttempts', 3), interval '60 seconds') RETURNING id) SELECT id AS job, pg_notify('vidgen_jobs', 'instant') AS woken FROM sent
-\\gset
+INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url, credits_charged, deadline_at, created_at, updated_at,
+                   job_lane, job_state, job_run_at, job_max_attempts)
+  VALUES ('gen_' || :r, '${accountId}', 'queued', 'vidgen-2.0', 'a lighthouse at dusk, waves breaking', 4, '16:9', '480p', 'text_to_video', '[]', NULL, 'https://127.0.0.1:9/hook', 10, now() + interval '30 minutes', now(), now(),
+          'instant', 'waiting', now(), 3);
+SELECT pg_notify('vidgen_jobs', 'instant');
 WITH charged AS (UPDATE accounts SET balance = balance - 10 WHERE id = '${accountId}' AND balance >= 10 RETURNING balance),
   ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after) SELECT '${accountId}', 'charge', -10, 'gen_' || :r, NULL, now(), balance FROM charged),
   hourly AS (INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, 10 FROM charged
@@ -42,7 +43,8 @@ WITH charged AS (UPDATE accounts SET balance = balance - 10 WHERE id = '${accoun
   INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('day', now()), 'vidgen-2.0', :shard, 10 FROM charged
   ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged;
 COMMIT;
-UPDATE pgboss.job SET state = 'active', started_on = now() WHERE name = 'vidgen-instant' AND id = :job::uuid AND state < 'active' RETURNING data->>'taskId' AS task
+UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = now() + interval '60 seconds'
+  WHERE id = 'gen_' || :r AND job_lane = 'instant' AND job_state = 'waiting' AND status IN ('queued', 'processing') RETURNING id AS task
 \\gset
 UPDATE tasks SET status = 'processing', updated_at = now() WHERE id = :task::text AND status IN ('queued', 'processing');
 BEGIN;
@@ -53,7 +55,6 @@ INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, 
 INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, succeeded, seconds_delivered) VALUES ('${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, 1, 4)
   ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET succeeded = usage_hourly_shards.succeeded + 1, seconds_delivered = usage_hourly_shards.seconds_delivered + 4;
 COMMIT;
-UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-instant' AND id = :job::uuid;
 WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = now(), status = 'delivered', next_attempt_at = NULL, updated_at = now(), lease_until = NULL, unrecorded_claims = 0
            WHERE task_id = :task::text AND lease_id = 1 RETURNING id)
   INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) SELECT id, now(), 204, NULL, 3 FROM d;
@@ -70,11 +71,11 @@ const batchedScript = (accountId: string, n: number) => {
 \\set r random(1, 9000000000000000000)
 \\set shard :r % 16
 BEGIN;
-INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url, credits_charged, deadline_at, created_at, updated_at)
-  SELECT 'gen_' || :r || '_' || i, '${accountId}', 'queued', 'vidgen-2.0', 'a lighthouse at dusk, waves breaking', 4, '16:9', '480p', 'text_to_video', '[]', NULL, 'https://127.0.0.1:9/hook', 10, now() + interval '30 minutes', now(), now() FROM generate_series(1, ${n}) i;
-WITH sent AS (INSERT INTO pgboss.job (name, data, expire_in) SELECT 'vidgen-instant', jsonb_build_object('taskId', 'gen_' || :r || '_' || i, 'kind', 'generate', 'attempt', 1, 'maxAttempts', 3), interval '60 seconds' FROM generate_series(1, ${n}) i RETURNING id)
-  SELECT array_agg(id)::text AS jobs, pg_notify('vidgen_jobs', 'instant') AS woken FROM sent
-\\gset
+INSERT INTO tasks (id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url, credits_charged, deadline_at, created_at, updated_at,
+                   job_lane, job_state, job_run_at, job_max_attempts)
+  SELECT 'gen_' || :r || '_' || i, '${accountId}', 'queued', 'vidgen-2.0', 'a lighthouse at dusk, waves breaking', 4, '16:9', '480p', 'text_to_video', '[]', NULL, 'https://127.0.0.1:9/hook', 10, now() + interval '30 minutes', now(), now(),
+         'instant', 'waiting', now(), 3 FROM generate_series(1, ${n}) i;
+SELECT pg_notify('vidgen_jobs', 'instant');
 WITH charged AS (UPDATE accounts SET balance = balance - ${10 * n} WHERE id = '${accountId}' AND balance >= ${10 * n} RETURNING balance),
   ledger AS (INSERT INTO ledger_entries (account_id, kind, amount, task_id, note, created_at, balance_after) SELECT '${accountId}', 'charge', -10, 'gen_' || :r || '_' || i, NULL, now(), balance + 10 * (${n} - i) FROM charged, generate_series(1, ${n}) i),
   hourly AS (INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, ${10 * n} FROM charged
@@ -82,7 +83,8 @@ WITH charged AS (UPDATE accounts SET balance = balance - ${10 * n} WHERE id = '$
   INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('day', now()), 'vidgen-2.0', :shard, ${10 * n} FROM charged
   ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged;
 COMMIT;
-UPDATE pgboss.job SET state = 'active', started_on = now() WHERE name = 'vidgen-instant' AND id = ANY(:jobs::uuid[]) AND state < 'active';
+UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = now() + interval '60 seconds'
+  WHERE id IN (${ids}) AND job_lane = 'instant' AND job_state = 'waiting' AND status IN ('queued', 'processing');
 UPDATE tasks SET status = 'processing', updated_at = now() WHERE id IN (${ids}) AND status IN ('queued', 'processing');
 BEGIN;
 UPDATE tasks SET status = 'succeeded', output_key = id || '.mp4', output_url = 'https://127.0.0.1/files/' || id || '.mp4', output_expires_at = now() + interval '1 day', updated_at = now(), completed_at = now()
@@ -93,7 +95,6 @@ INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, 
 INSERT INTO usage_hourly_shards (account_id, hour_start, model, shard, succeeded, seconds_delivered) VALUES ('${accountId}', date_trunc('hour', now()), 'vidgen-2.0', :shard, ${n}, ${4 * n})
   ON CONFLICT (account_id, hour_start, model, shard) DO UPDATE SET succeeded = usage_hourly_shards.succeeded + ${n}, seconds_delivered = usage_hourly_shards.seconds_delivered + ${4 * n};
 COMMIT;
-UPDATE pgboss.job SET state = 'completed', completed_on = now() WHERE name = 'vidgen-instant' AND id = ANY(:jobs::uuid[]);
 WITH d AS (UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = now(), status = 'delivered', next_attempt_at = NULL, updated_at = now(), lease_until = NULL, unrecorded_claims = 0
            WHERE task_id IN (${ids}) AND lease_id = 1 RETURNING id)
   INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) SELECT id, now(), 204, NULL, 3 FROM d;
