@@ -29,6 +29,10 @@ export const systemClock: Clock = {
 /** Tells listeners in this process that a task's status changed (wakes long polls). */
 export interface TaskEvents {
   publish(requestId: string, status: string): void;
-  /** Calls `listener` on every status change of the task until the returned function is called. */
+  /**
+   * Calls `listener` on every status change of the task until the returned function is called. Across processes
+   * (PostgreSQL), a cancel announced in the last seconds before the subscription is told at once as well: a worker whose
+   * claim started the task subscribes only once the claim has answered, and the cancel's notice may have come first.
+   */
   subscribe(requestId: string, listener: (status: string) => void): () => void;
 }

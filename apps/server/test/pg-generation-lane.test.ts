@@ -70,6 +70,26 @@ describe.skipIf(postgres.skip)('the generation jobs on PostgreSQL: each is its t
     expect(await queue().countJobs()).toEqual({ available: 0, leased: 3, done: 1, dead: 0 });
   });
 
+  it('starts what it claims when asked, answering each task as a start answers it; a task claimed again is started again', async () => {
+    const starting = (when: Date) => {
+      lastClaim = Math.max(lastClaim, when.getTime());
+      return queue().claim({ workerId: 'worker_test', now: when, leaseMs: LEASE_MS, provider: 'local', limit: 10, start: true });
+    };
+    const queued = await submit(at(1));
+    const [job] = await starting(at(10));
+    expect(job).toMatchObject({ taskId: queued, attempts: 1, started: { id: queued, status: 'processing', updatedAt: at(10) } });
+    expect(job!.started).toEqual(await store().findTask(queued));
+    // Its lease ran out (its worker died): claimed again, without a start when not asked, then with a later one.
+    const [again] = await claim(at(10 + LEASE_MS));
+    expect(again).toMatchObject({ taskId: queued, attempts: 2 });
+    expect(again!.started).toBeUndefined();
+    const [third] = await starting(at(10 + 3 * LEASE_MS));
+    expect(third!.started).toMatchObject({ status: 'processing', updatedAt: at(10 + 3 * LEASE_MS) });
+    // A cancelled task is not claimed, started or not.
+    await store().cancelTask({ accountId: 'acc_1', id: queued, now: at(20) });
+    expect(await starting(at(10 + 5 * LEASE_MS))).toEqual([]);
+  });
+
   it('takes at most its limit, and a task whose job a claim holds only once that lease has run out, as a further attempt', async () => {
     const ids = [await submit(at(1)), await submit(at(2)), await submit(at(3))];
     expect((await claim(at(10), 'local', 2)).map((job) => job.taskId)).toEqual(ids.slice(0, 2));

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalOutputFiles } from '../src/files/storage.js';
 import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
+import type { JobQueue } from '../src/queue/queue.js';
 import type { Worker } from '../src/queue/worker.js';
 import type { Backend } from '../src/store/open.js';
 import { SUBMIT, until, validSubmit, testWorker } from './support.js';
@@ -142,7 +143,8 @@ describe.each(backendKinds)('shutdown on $name', ({ skip, open }) => {
 
     it('hands back a job whose bound passed while it was being started, before its render begins', async () => {
       const { h, submit, status } = await setUp();
-      // The store's startTask waits at a gate: the bound passes between the claim and the render.
+      // The task's start waits at a gate: the bound passes between the claim and the render. The start is the store's
+      // startTask, or (PostgreSQL) the claim itself, whose answer then waits.
       let atGate: (() => void) | undefined;
       const gate = new Promise<void>((resolve) => (atGate = resolve));
       let reachedGate = false;
@@ -158,10 +160,25 @@ describe.each(backendKinds)('shutdown on $name', ({ skip, open }) => {
           return typeof value === 'function' ? value.bind(target) : value;
         },
       });
+      const queue = new Proxy(backend.queue, {
+        get(target, name, receiver) {
+          if (name === 'claim')
+            return async (input: Parameters<JobQueue['claim']>[0]) => {
+              const jobs = await target.claim(input);
+              if (jobs.some((job) => job.started)) {
+                reachedGate = true;
+                await gate;
+              }
+              return jobs;
+            };
+          const value: unknown = Reflect.get(target, name, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
       let renders = 0;
       const worker = testWorker({ ...h, store }, {
         provider: provider((request) => ((renders += 1), rendersUntilStopped(request))),
-        queue: backend.queue,
+        queue,
         files: createLocalOutputFiles({ directory: join(dir, 'outputs'), publicBaseUrl: 'http://vidgen.test', secret: Buffer.from('test-secret') }),
         workDir: join(dir, 'work'),
       });
@@ -169,7 +186,8 @@ describe.each(backendKinds)('shutdown on $name', ({ skip, open }) => {
       worker.start();
       const id = await submit();
       worker.wake();
-      await until(() => reachedGate && worker.running === 1);
+      // At the start's gate: the job running (startTask's), or its claim answering (the claim's, not yet running).
+      await until(() => reachedGate);
 
       const stopped = worker.stop({ graceMs: 0 });
       atGate!();

@@ -1183,6 +1183,33 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       }
     });
 
+    it('tells a listener that subscribes just after a cancel was announced of it at once, for a while', async () => {
+      const url = (kit.backend.store as PgStore).pool.options.connectionString!;
+      let clock = 1_000_000;
+      const worker = createPostgresTaskEvents({ connectionString: url, logger: silentLogger, statuses: 'cancels', recentCancelMs: 30_000, now: () => clock });
+      const { id } = await submit(10);
+      try {
+        await worker.ready;
+        const heard: string[] = [];
+        const first = worker.subscribe(id, (status) => heard.push(status));
+        await store().cancelTask({ accountId: 'acc_1', id, now });
+        await eventually(async () => (heard.length >= 1 ? true : undefined), 5_000);
+        first();
+        // A claim that started the task answered after the cancel's notice came: its worker subscribes now and is told.
+        clock += 29_999;
+        const late: string[] = [];
+        worker.subscribe(id, (status) => late.push(status))();
+        expect(late).toEqual(['cancelled']);
+        // Long after, no more.
+        clock += 1;
+        const later: string[] = [];
+        worker.subscribe(id, (status) => later.push(status))();
+        expect(later).toEqual([]);
+      } finally {
+        await worker.close();
+      }
+    });
+
     it('tells a process that listens for cancels only (a worker alone) of the cancel, not of the other moves', async () => {
       const url = (kit.backend.store as PgStore).pool.options.connectionString!;
       const worker = createPostgresTaskEvents({ connectionString: url, logger: silentLogger, statuses: 'cancels' });

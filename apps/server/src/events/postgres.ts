@@ -38,15 +38,35 @@ export function createPostgresTaskEvents(options: {
   channels?: Record<string, (payload: string) => void>;
   /** Delay before reconnecting after the connection drops. */
   reconnectMs?: number;
+  /** How long a cancel is told to listeners that subscribe after it (TaskEvents.subscribe; default 30 s). */
+  recentCancelMs?: number;
+  /** Time for recentCancelMs (tests). */
+  now?: () => number;
 }): ListeningTaskEvents {
   const local = createInProcessTaskEvents();
+  const now = options.now ?? Date.now;
+  const recentCancelMs = options.recentCancelMs ?? 30_000;
+  /** Tasks cancelled in the last recentCancelMs, by id, in the order heard (a Map keeps it): pruned from the oldest. */
+  const recentCancels = new Map<string, number>();
+  const publish = (requestId: string, status: string) => {
+    if (status === 'cancelled') {
+      const at = now();
+      recentCancels.delete(requestId);
+      recentCancels.set(requestId, at);
+      for (const [id, heardAt] of recentCancels) {
+        if (heardAt > at - recentCancelMs) break;
+        recentCancels.delete(id);
+      }
+    }
+    local.publish(requestId, status);
+  };
   const handlers: Record<string, (payload: string) => void> = { ...options.channels };
   if (options.statuses === 'every') {
     handlers[TASK_STATUS_CHANNEL] = (payload) => {
       const space = payload.indexOf(' ');
-      if (space > 0) local.publish(payload.slice(0, space), payload.slice(space + 1));
+      if (space > 0) publish(payload.slice(0, space), payload.slice(space + 1));
     };
-  } else handlers[TASK_CANCELLED_CHANNEL] = (payload) => payload && local.publish(payload, 'cancelled');
+  } else handlers[TASK_CANCELLED_CHANNEL] = (payload) => payload && publish(payload, 'cancelled');
   let client: pg.Client | undefined;
   let closed = false;
   let markReady: () => void = () => {};
@@ -104,8 +124,13 @@ export function createPostgresTaskEvents(options: {
 
   return {
     ready,
-    publish: local.publish,
-    subscribe: local.subscribe,
+    publish,
+    subscribe(requestId, listener) {
+      const unsubscribe = local.subscribe(requestId, listener);
+      const cancelledAt = recentCancels.get(requestId);
+      if (cancelledAt !== undefined && cancelledAt > now() - recentCancelMs) listener('cancelled');
+      return unsubscribe;
+    },
     async close() {
       closed = true;
       const current = client;

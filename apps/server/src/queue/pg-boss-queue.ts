@@ -166,7 +166,7 @@ export class PgBossQueue implements JobQueue, PgJobs {
     if (!id) throw new Error(`the job for ${job.taskId} was not enqueued in lane ${laneOf(job.provider)}`);
   }
 
-  async claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
+  async claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number; start?: boolean }): Promise<Job[]> {
     const { provider } = input;
     if (provider === WEBHOOKS_LANE) return this.deliveries.claim(input);
     const claimed = await this.generations.claim(input);

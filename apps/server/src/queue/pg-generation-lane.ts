@@ -2,7 +2,8 @@
  * The generation jobs on PostgreSQL: a task's row is its own job's queue entry (migration 0011). The submission writes
  * the task with its job waiting in its provider's lane (`job_lane`, `job_state` 'waiting', due at `job_run_at`) and
  * wakes the workers at commit; a worker claims due tasks of its lane with a lease (`job_lease_until`, on the app's
- * clock), extends it while it works, and a task's move to a terminal status ends its job with it (the claims' index
+ * clock) — and, asked to, starts each claimed task in the same statement, as Store.startTask would — extends the lease
+ * while it works, and a task's move to a terminal status ends its job with it (the claims' index
  * holds only active tasks), so a completion writes nothing for its job. A worker that dies stops extending, and the
  * task is claimed again once the lease has run out. Each task used to have a pg-boss job beside it: a second row
  * inserted, fetched and completed for every task (BENCHMARKS.md, twelfth pass), as its webhook delivery had had
@@ -14,6 +15,7 @@
  */
 import type { Job } from './queue.js';
 import { kept } from '../store/postgres/kept-plans.js';
+import { STARTED_COLUMNS, toTask } from '../store/postgres/pg-store.js';
 
 const ACTIVE = `status IN ('queued', 'processing')`;
 
@@ -26,6 +28,20 @@ const CLAIM = kept(`
   UPDATE tasks t SET job_lease_id = t.job_lease_id + 1, job_claims = t.job_claims + 1, job_lease_until = $2
   FROM picked WHERE t.id = picked.id
   RETURNING t.id, t.job_lease_id, t.job_claims, t.job_max_attempts, t.job_run_at`);
+/**
+ * CLAIM that also starts each task it claims, as Store.startTask would (queued or processing → processing, updated_at the
+ * claim's now): the start's own round trip and row version saved; the status trigger announces the move as the start's
+ * did. Answers each task as the start answers it, with its job's columns.
+ */
+const CLAIM_AND_START = kept(`
+  WITH picked AS (
+    SELECT id AS picked_id FROM tasks
+    WHERE job_lane = $3 AND job_state = 'waiting' AND ${ACTIVE} AND job_run_at <= $1 AND (job_lease_until IS NULL OR job_lease_until <= $1)
+    ORDER BY job_run_at LIMIT $4
+    FOR NO KEY UPDATE SKIP LOCKED)
+  UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = $2, status = 'processing', updated_at = $1
+  FROM picked WHERE tasks.id = picked.picked_id
+  RETURNING ${STARTED_COLUMNS}, job_lease_id, job_claims, job_max_attempts, job_run_at`);
 /** The claim still holds the task's job: its lease_id, a lease not ended, the job waiting, the task active. */
 const HELD = `id = $1 AND job_lease_id = $2 AND job_lease_until IS NOT NULL AND job_state = 'waiting' AND ${ACTIVE}`;
 const EXTEND = kept(`UPDATE tasks SET job_lease_until = $3 WHERE ${HELD}`);
@@ -57,8 +73,9 @@ export function parseTaskClaim(jobId: string): { taskId: string; leaseId: number
 export class PgGenerationLane {
   constructor(private readonly run: Run) {}
 
-  async claim(input: { now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
-    const { rows } = await this.run(CLAIM, [input.now, new Date(input.now.getTime() + input.leaseMs), input.provider, input.limit]);
+  /** `start`: each claimed task started by the claim itself (Job.started). */
+  async claim(input: { now: Date; leaseMs: number; provider: string; limit: number; start?: boolean }): Promise<Job[]> {
+    const { rows } = await this.run(input.start ? CLAIM_AND_START : CLAIM, [input.now, new Date(input.now.getTime() + input.leaseMs), input.provider, input.limit]);
     // Oldest first, as they were due.
     rows.sort((a, b) => (a.job_run_at as Date).getTime() - (b.job_run_at as Date).getTime());
     return rows.map((row) => ({
@@ -68,6 +85,7 @@ export class PgGenerationLane {
       provider: input.provider,
       attempts: row.job_claims as number,
       maxAttempts: row.job_max_attempts as number,
+      ...(input.start ? { started: toTask(row) } : {}),
     }));
   }
 

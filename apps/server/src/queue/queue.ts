@@ -6,6 +6,8 @@
  * runs out, and the job is claimed again (at-least-once). Task state
  * transitions, not the queue, guarantee each task is charged and refunded once.
  */
+import type { TaskRecord } from '../store/store.js';
+
 /** The lane of webhook deliveries; every other lane is a provider's. */
 export const WEBHOOKS_LANE = 'webhooks';
 
@@ -20,11 +22,21 @@ export interface Job {
   /** Claims so far, this one included. */
   attempts: number;
   maxAttempts: number;
+  /**
+   * The task as the claim started it (queued or processing → processing, as Store.startTask does), when the claim was
+   * asked to start what it claims and the queue can do that in the claim itself (PostgreSQL's task rows); absent, the
+   * worker starts the task.
+   */
+  started?: TaskRecord;
 }
 
 export interface JobQueue {
-  /** Up to `limit` due jobs of the `provider` lane (or jobs whose lease ran out), oldest first, each leased to `workerId`. */
-  claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]>;
+  /**
+   * Up to `limit` due jobs of the `provider` lane (or jobs whose lease ran out), oldest first, each leased to `workerId`.
+   * `start`: the worker would start each claimed job's task at once; a queue that can start it in the claim does so
+   * (Job.started).
+   */
+  claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number; start?: boolean }): Promise<Job[]>;
   /**
    * Keeps a running job's lease for `leaseMs` from `now`; false when the job is no longer this claim's.
    * A duration, not an instant: a queue on the database's clock (pg-boss) cannot mix it with the caller's.

@@ -203,7 +203,11 @@ export function createWorker(options: WorkerOptions): Worker {
         wanted.clear();
         const lanes = stopping ? [] : (await free()).filter(({ provider }) => asked.has(provider));
         const claims = await Promise.allSettled(
-          lanes.map(({ provider, slots }) => queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, provider, limit: slots })),
+          // A render lane's tasks are started as they are claimed (the queue does it in the claim where it can); the remote
+          // lane's jobs only create the upstream task, and a delivery is not a start.
+          lanes.map(({ provider, slots }) =>
+            queue.claim({ workerId, now: clock.now(), leaseMs: options.leaseMs, provider, limit: slots, start: provider !== WEBHOOKS_LANE && provider !== options.upstream?.lane }),
+          ),
         );
         // Jobs claimed are started even when stopping began meanwhile: stop() waits for them.
         lastClaimed = claims.reduce((sum, claim) => sum + (claim.status === 'fulfilled' ? claim.value.length : 0), 0);
@@ -401,11 +405,12 @@ export function createWorker(options: WorkerOptions): Worker {
       controller.abort(reason);
     };
     // Listening before the start: a cancel that lands before it leaves the task not startable, one after it is heard
-    // (no read of the task in between needed).
+    // (no read of the task in between needed). A task the claim started: a cancel since is heard all the same (TaskEvents
+    // tells a listener of a cancel announced just before it subscribed).
     const unsubscribe = events.subscribe(job.taskId, (status) => status === 'cancelled' && abort('cancelled'));
     let started: Awaited<ReturnType<Store['startTask']>>;
     try {
-      started = await store.startTask({ id: job.taskId, now: clock.now() });
+      started = job.started ? { kind: 'started', task: job.started } : await store.startTask({ id: job.taskId, now: clock.now() });
     } catch (error) {
       unsubscribe();
       throw error;

@@ -96,7 +96,8 @@ const TYPES = {
     oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-const { toAccount, toApiKey, toTask, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
+export const { toTask } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
+const { toAccount, toApiKey, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
 
 /** The upsert of one usage shard row (`values`: its placeholders, in the columns' order), adding to the row there is. */
 const usageUpsert = (table: 'usage_hourly_shards' | 'usage_daily_shards', bucket: 'hour_start' | 'day_start', values: string) =>
@@ -160,7 +161,7 @@ const END_UPSTREAM_TASK = kept(`UPDATE upstream_tasks SET state = 'ended', outco
 
 // kept(): a statement every task sends, whose plan is kept per connection (kept-plans.ts); none returns `*`.
 /** What a start returns: the task as tasks_with_webhook has it (its columns and its delivery's). */
-const STARTED_COLUMNS = `${TASK_COLUMNS},
+export const STARTED_COLUMNS = `${TASK_COLUMNS},
   (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
   (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
   (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`;
