@@ -6,14 +6,14 @@
  *
  * 1. submit, one transaction: the task with its generation job (its row's, migration 0011) and the
  *    wake-up NOTIFY, the charge with its ledger entry and usage shard;
- * 2. the worker claims the job (a lease on the task's row) and starts the task (the status trigger NOTIFYs);
+ * 2. the worker claims the job and starts the task, one statement (a lease on the task's row; the status trigger NOTIFYs);
  * 3. complete, one transaction: the task succeeded (which ends its job), its webhook delivery (its own
  *    queue entry, written already claimed by the completing worker, as the server does when that worker
  *    has a webhook slot free), the usage shard;
  * 4. deliver: the attempt recorded, the delivery marked and its lease ended, in one statement (the server
  *    ends the lease and records the attempt in two, in one transaction).
  *
- * That is 9 statements and 5 commits a task, fewer than the server sends (the server's reads of the
+ * That is 8 statements and 4 commits a task, fewer than the server sends (the server's reads of the
  * task, of the delivery and the secret, lease extensions and batched claims are left out), with the
  * same row locks: every task of the one account charges the same balance row. A job is claimed by its
  * task's id (known to the script), cheaper than the server's search of the lane with SKIP LOCKED, so if
@@ -43,10 +43,9 @@ WITH charged AS (UPDATE accounts SET balance = balance - 10 WHERE id = '${accoun
   INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('day', now()), 'vidgen-2.0', :shard, 10 FROM charged
   ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged;
 COMMIT;
-UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = now() + interval '60 seconds'
+UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = now() + interval '60 seconds', status = 'processing', updated_at = now()
   WHERE id = 'gen_' || :r AND job_lane = 'instant' AND job_state = 'waiting' AND status IN ('queued', 'processing') RETURNING id AS task
 \\gset
-UPDATE tasks SET status = 'processing', updated_at = now() WHERE id = :task::text AND status IN ('queued', 'processing');
 BEGIN;
 UPDATE tasks SET status = 'succeeded', output_key = :task::text || '.mp4', output_url = 'https://127.0.0.1/files/' || :task::text || '.mp4', output_expires_at = now() + interval '1 day', updated_at = now(), completed_at = now()
   WHERE id = :task::text AND status = 'processing';
@@ -83,9 +82,8 @@ WITH charged AS (UPDATE accounts SET balance = balance - ${10 * n} WHERE id = '$
   INSERT INTO usage_daily_shards (account_id, day_start, model, shard, credits_charged) SELECT '${accountId}', date_trunc('day', now()), 'vidgen-2.0', :shard, ${10 * n} FROM charged
   ON CONFLICT (account_id, day_start, model, shard) DO UPDATE SET credits_charged = usage_daily_shards.credits_charged + excluded.credits_charged;
 COMMIT;
-UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = now() + interval '60 seconds'
+UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = now() + interval '60 seconds', status = 'processing', updated_at = now()
   WHERE id IN (${ids}) AND job_lane = 'instant' AND job_state = 'waiting' AND status IN ('queued', 'processing');
-UPDATE tasks SET status = 'processing', updated_at = now() WHERE id IN (${ids}) AND status IN ('queued', 'processing');
 BEGIN;
 UPDATE tasks SET status = 'succeeded', output_key = id || '.mp4', output_url = 'https://127.0.0.1/files/' || id || '.mp4', output_expires_at = now() + interval '1 day', updated_at = now(), completed_at = now()
   WHERE id IN (${ids}) AND status = 'processing';
