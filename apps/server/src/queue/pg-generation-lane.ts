@@ -19,29 +19,27 @@ import { STARTED_COLUMNS, toTask } from '../store/postgres/pg-store.js';
 
 const ACTIVE = `status IN ('queued', 'processing')`;
 
-const CLAIM = kept(`
-  WITH picked AS (
-    SELECT id FROM tasks
-    WHERE job_lane = $3 AND job_state = 'waiting' AND ${ACTIVE} AND job_run_at <= $1 AND (job_lease_until IS NULL OR job_lease_until <= $1)
-    ORDER BY job_run_at LIMIT $4
-    FOR NO KEY UPDATE SKIP LOCKED)
-  UPDATE tasks t SET job_lease_id = t.job_lease_id + 1, job_claims = t.job_claims + 1, job_lease_until = $2
-  FROM picked WHERE t.id = picked.id
-  RETURNING t.id, t.job_lease_id, t.job_claims, t.job_max_attempts, t.job_run_at`);
 /**
- * CLAIM that also starts each task it claims, as Store.startTask would (queued or processing → processing, updated_at the
- * claim's now): the start's own round trip and row version saved; the status trigger announces the move as the start's
- * did. Answers each task as the start answers it, with its job's columns.
+ * A claim of lane $3's due tasks at $1, at most $4, oldest first, each leased until $2 (SKIP LOCKED: a task another claim
+ * is taking is left to it), setting `also` besides and answering `returning` with the job's columns.
  */
-const CLAIM_AND_START = kept(`
+const claimStatement = (also: string, returning: string) =>
+  kept(`
   WITH picked AS (
     SELECT id AS picked_id FROM tasks
     WHERE job_lane = $3 AND job_state = 'waiting' AND ${ACTIVE} AND job_run_at <= $1 AND (job_lease_until IS NULL OR job_lease_until <= $1)
     ORDER BY job_run_at LIMIT $4
     FOR NO KEY UPDATE SKIP LOCKED)
-  UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = $2, status = 'processing', updated_at = $1
+  UPDATE tasks SET job_lease_id = job_lease_id + 1, job_claims = job_claims + 1, job_lease_until = $2${also}
   FROM picked WHERE tasks.id = picked.picked_id
-  RETURNING ${STARTED_COLUMNS}, job_lease_id, job_claims, job_max_attempts, job_run_at`);
+  RETURNING ${returning}, job_lease_id, job_claims, job_max_attempts, job_run_at`);
+const CLAIM = claimStatement('', 'id');
+/**
+ * CLAIM that also starts each task it claims, as Store.startTask would (queued or processing → processing, updated_at the
+ * claim's now): the start's own round trip and row version saved; the status trigger announces the move as the start's
+ * did. Answers each task as the start answers it, with its job's columns.
+ */
+const CLAIM_AND_START = claimStatement(`, status = 'processing', updated_at = $1`, STARTED_COLUMNS);
 /** The claim still holds the task's job: its lease_id, a lease not ended, the job waiting, the task active. */
 const HELD = `id = $1 AND job_lease_id = $2 AND job_lease_until IS NOT NULL AND job_state = 'waiting' AND ${ACTIVE}`;
 const EXTEND = kept(`UPDATE tasks SET job_lease_until = $3 WHERE ${HELD}`);

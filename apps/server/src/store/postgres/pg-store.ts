@@ -96,8 +96,10 @@ const TYPES = {
     oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-export const { toTask } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
-const { toAccount, toApiKey, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
+const mappers = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
+/** A tasks row (STARTED_COLUMNS, TASK_COLUMNS) as the store answers it; the generation lane's claim answers its started tasks so. */
+export const toTask = mappers.toTask;
+const { toAccount, toApiKey, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = mappers;
 
 /** The upsert of one usage shard row (`values`: its placeholders, in the columns' order), adding to the row there is. */
 const usageUpsert = (table: 'usage_hourly_shards' | 'usage_daily_shards', bucket: 'hour_start' | 'day_start', values: string) =>
