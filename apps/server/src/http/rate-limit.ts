@@ -5,11 +5,10 @@
  * several do (store/postgres/pg-rate-limiter.ts), so the budget is the key's,
  * not each process's. Headers follow the IETF httpapi RateLimit draft.
  */
-import type { MiddlewareHandler } from 'hono';
 import type { Clock } from '../interfaces.js';
-import { answerHeaders, carriesAnswerHeaders } from './answer.js';
-import type { AppEnv } from './context.js';
+import { answerHeaders } from './answer.js';
 import { ApiError } from './errors.js';
+import type { Guard } from './middleware.js';
 
 export type Budget = 'submit' | 'read';
 
@@ -46,15 +45,16 @@ export function createMemoryRateLimiter(): RateLimiter {
 }
 
 /**
- * Charges the request to the authenticated key's `budget`; 429 `rate_limited` past it. Every answer carries the headers.
- * Undefined (no middleware at all, see `sequence`) when the budget is off.
+ * Charges the request to the authenticated key's `budget`; 429 `rate_limited` past it. Every answer carries the
+ * headers (they join the request's answer headers, which answer() and the error answers use). Undefined (no guard
+ * at all, see `guarded`) when the budget is off.
  */
-export function rateLimit(deps: { rateLimiter?: RateLimiter; clock: Clock; rateLimits?: RateLimits }, budget: Budget): MiddlewareHandler<AppEnv> | undefined {
+export function rateLimit(deps: { rateLimiter?: RateLimiter; clock: Clock; rateLimits?: RateLimits }, budget: Budget): Guard | undefined {
   const limits = deps.rateLimits;
   const quota = limits?.[budget] ?? 0;
   const rateLimiter = deps.rateLimiter;
   if (!rateLimiter || !limits || quota <= 0) return undefined;
-  const limit: MiddlewareHandler<AppEnv> = async (c, next) => {
+  return async (c) => {
     const now = deps.clock.now().getTime();
     const windowStart = Math.floor(now / limits.windowMs) * limits.windowMs;
     const count = await rateLimiter.hit(`${budget}:${c.get('apiKey').id}`, new Date(windowStart), limits.windowMs);
@@ -70,8 +70,5 @@ export function rateLimit(deps: { rateLimiter?: RateLimiter; clock: Clock; rateL
       });
     }
     Object.assign(answerHeaders(c), headers);
-    await next();
-    if (!carriesAnswerHeaders(c.res)) for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
   };
-  return limit;
 }

@@ -8,7 +8,7 @@ import { answer } from '../answer.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
-import { authenticate, sequence } from '../middleware.js';
+import { authenticate, guarded } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
 import { bundleText, componentValidator, honoPath, paramsValidator, specOperation, summarise } from '../spec.js';
 
@@ -89,7 +89,7 @@ export function registerAccountRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   const { store, clock, config } = deps;
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
   /** The key and its scopes, then the read budget every account operation shares. */
-  const auth = (operationId: string) => sequence(authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, 'read'));
+  const auth = (operationId: string) => [authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, 'read')];
 
   const validateLedgerQuery = paramsValidator<QueryParams<'listLedgerEntries'>>('listLedgerEntries', 'query');
   const validateUsageQuery = paramsValidator<QueryParams<'getUsage'>>('getUsage', 'query');
@@ -107,7 +107,7 @@ export function registerAccountRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
     },
   } satisfies Schemas['AccountLimits'];
 
-  app.get(honoPath(specOperation('getAccount').path), auth('getAccount'), async (c) => {
+  app.get(honoPath(specOperation('getAccount').path), guarded([...auth('getAccount')], async (c) => {
     const key = c.get('apiKey');
     const summary = await store.accountSummary(key.accountId);
     // A key's account is never deleted (the key refers to it); a missing one is a broken store, a 500.
@@ -123,9 +123,9 @@ export function registerAccountRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
       key: toApiKeyResource(key),
     } satisfies SuccessBody<'getAccount'>;
     return answer(c, body, 200);
-  });
+  }));
 
-  app.get(honoPath(specOperation('listLedgerEntries').path), auth('listLedgerEntries'), async (c) => {
+  app.get(honoPath(specOperation('listLedgerEntries').path), guarded([...auth('listLedgerEntries')], async (c) => {
     const query = validateLedgerQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const { limit = defaultLimit, cursor, kind, requestId } = query.value;
@@ -146,9 +146,9 @@ export function registerAccountRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
     const last = page.at(-1);
     const nextCursor = rows.length > limit && last ? encodeLedgerCursor({ beforeId: last.id, kind: kind ?? null, requestId: requestId ?? null }) : null;
     return answer(c, { success: true, data: page.map(toLedgerEntryResource), nextCursor } satisfies SuccessBody<'listLedgerEntries'>, 200);
-  });
+  }));
 
-  app.get(honoPath(specOperation('getUsage').path), auth('getUsage'), async (c) => {
+  app.get(honoPath(specOperation('getUsage').path), guarded([...auth('getUsage')], async (c) => {
     const query = validateUsageQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const granularity = query.value.granularity ?? defaultGranularity;
@@ -200,5 +200,5 @@ export function registerAccountRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
       })),
     } satisfies SuccessBody<'getUsage'>;
     return answer(c, body, 200);
-  });
+  }));
 }

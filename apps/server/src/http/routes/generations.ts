@@ -14,7 +14,7 @@ import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { onShutdown } from '../drain.js';
 import { ApiError } from '../errors.js';
-import { authenticate, jsonBody, readJson, sequence } from '../middleware.js';
+import { authenticate, guarded, jsonBody, readJson } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
 import { bodyValidator, componentValidator, honoPath, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
 
@@ -39,8 +39,10 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
   const { store, clock, events, config } = deps;
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
   /** The key and its scopes, then its budget: submissions have their own, everything else shares `read`. */
-  const auth = (operationId: string) =>
-    sequence(authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, operationId === 'submitGeneration' ? 'submit' : 'read'));
+  const auth = (operationId: string) => [
+    authenticate(deps, specOperation(operationId).scopes ?? []),
+    rateLimit(limits, operationId === 'submitGeneration' ? 'submit' : 'read'),
+  ];
 
   const validateSubmitBody = bodyValidator<SubmitRequest>('submitGeneration');
   const validateSubmitHeaders = paramsValidator<{ 'Idempotency-Key'?: string }>('submitGeneration', 'header');
@@ -55,7 +57,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     aspectRatio: schemaDefault('SubmitGenerationRequest', 'aspectRatio') as AspectRatio,
   };
 
-  app.post(honoPath(specOperation('submitGeneration').path), sequence(auth('submitGeneration'), jsonBody()), async (c) => {
+  app.post(honoPath(specOperation('submitGeneration').path), guarded([...auth('submitGeneration'), jsonBody()], async (c) => {
     // The header is optional: only one that came is checked against the spec.
     const given = c.req.header('idempotency-key');
     const headers = given === undefined ? noHeaders : validateSubmitHeaders({ 'idempotency-key': given });
@@ -129,7 +131,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
       case 'idempotency_in_progress':
         throw new ApiError('idempotency_in_progress', 'a request with this Idempotency-Key is still in progress', undefined, { 'Retry-After': '1' });
     }
-  });
+  }));
 
   /** Resolves with the task once its status differs from `from`, or after `seconds`. */
   async function waitForChange(accountId: string, id: string, from: TaskState, seconds: number): Promise<TaskRecord | undefined> {
@@ -152,7 +154,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     }
   }
 
-  app.get(honoPath(specOperation('getGeneration').path), auth('getGeneration'), async (c) => {
+  app.get(honoPath(specOperation('getGeneration').path), guarded(auth('getGeneration'), async (c) => {
     const query = validateGetQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const accountId = c.get('apiKey').accountId;
@@ -162,9 +164,9 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     if (query.value.wait && !isTerminal(task.status)) task = (await waitForChange(accountId, id, task.status, query.value.wait)) ?? task;
     const hint = pollHintSeconds(task.status);
     return answer(c, toTaskResource(task) satisfies SuccessBody<'getGeneration'>, 200, hint === undefined ? undefined : { 'Retry-After': String(hint) });
-  });
+  }));
 
-  app.get(honoPath(specOperation('listGenerations').path), auth('listGenerations'), async (c) => {
+  app.get(honoPath(specOperation('listGenerations').path), guarded(auth('listGenerations'), async (c) => {
     const query = validateListQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const { limit = 20, cursor, status } = query.value;
@@ -183,9 +185,9 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     const last = page.at(-1);
     const nextCursor = rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id, filter: status ?? null }) : null;
     return answer(c, { success: true, data: page.map(toTaskResource), nextCursor } satisfies SuccessBody<'listGenerations'>, 200);
-  });
+  }));
 
-  app.post(honoPath(specOperation('cancelGeneration').path), auth('cancelGeneration'), async (c) => {
+  app.post(honoPath(specOperation('cancelGeneration').path), guarded(auth('cancelGeneration'), async (c) => {
     const id = c.req.param('requestId')!;
     if (!isRequestId(id)) throw notFound(id);
     const outcome = await store.cancelTask({ accountId: c.get('apiKey').accountId, id, now: clock.now() });
@@ -206,6 +208,6 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
         break;
     }
     return answer(c, { success: true, requestId: id, status: 'cancelled' } satisfies SuccessBody<'cancelGeneration'>, 200);
-  });
+  }));
 
 }

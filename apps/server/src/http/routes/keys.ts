@@ -11,7 +11,7 @@ import { answer } from '../answer.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
-import { authenticate, optionalJsonBody, readOptionalJson, sequence } from '../middleware.js';
+import { authenticate, guarded, optionalJsonBody, readOptionalJson } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
 import { bodyValidator, honoPath, specOperation, summarise } from '../spec.js';
 
@@ -38,17 +38,17 @@ function beyondCaller(caller: ApiKeyRecord, request: CreateRequest): ErrorDetail
 export function registerKeyRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   const { store, clock, config } = deps;
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
-  const auth = (operationId: string) => sequence(authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, 'read'));
+  const auth = (operationId: string) => [authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, 'read')];
   const path = (operationId: string) => honoPath(specOperation(operationId).path);
   const validateCreateBody = bodyValidator<CreateRequest>('createApiKey');
 
-  app.get(path('listApiKeys'), auth('listApiKeys'), async (c) => {
+  app.get(path('listApiKeys'), guarded([...auth('listApiKeys')], async (c) => {
     // The store lists them oldest first (created_at, id); the API newest first.
     const keys = (await store.listApiKeys(c.get('apiKey').accountId)).reverse();
     return answer(c, { success: true, data: keys.map(toApiKeyResource) } satisfies SuccessBody<'listApiKeys'>, 200);
-  });
+  }));
 
-  app.post(path('createApiKey'), auth('createApiKey'), optionalJsonBody(), async (c) => {
+  app.post(path('createApiKey'), guarded([...auth('createApiKey'), optionalJsonBody()], async (c) => {
     // No body, or an empty one: `{}`, a key like the calling one.
     const checked = validateCreateBody((await readOptionalJson(c)) ?? {});
     if (!checked.ok) throw invalid(checked.details);
@@ -71,10 +71,10 @@ export function registerKeyRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
       now,
     });
     return answer(c, { success: true, ...toApiKeyResource(record), key } satisfies SuccessBody<'createApiKey'>, 201, NO_STORE);
-  });
+  }));
 
   // No body is read: one that is sent is ignored.
-  app.post(path('revokeApiKey'), auth('revokeApiKey'), async (c) => {
+  app.post(path('revokeApiKey'), guarded([...auth('revokeApiKey')], async (c) => {
     const id = c.req.param('keyId')!;
     const caller = c.get('apiKey');
     if (id === caller.id) {
@@ -89,5 +89,5 @@ export function registerKeyRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
     // Refused by this process from its next request on; another process's cache keeps the record at most keyCacheMs.
     deps.apiKeyCache?.forget(id);
     return answer(c, { success: true, key: toApiKeyResource(revoked) } satisfies SuccessBody<'revokeApiKey'>, 200);
-  });
+  }));
 }

@@ -5,14 +5,13 @@ import { describeModels } from '../../domain/catalog.js';
 import { answer } from '../answer.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
-import { authenticate, sequence } from '../middleware.js';
+import { authenticate, guarded } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
 import { specOperation } from '../spec.js';
 
 export function registerModelRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   const op = specOperation('listModels');
   const body = { success: true, data: describeModels(deps.config.prices) } satisfies SuccessBody<'listModels'>;
-  app.get(op.path, sequence(authenticate(deps, op.scopes ?? []), rateLimit({ rateLimiter: deps.rateLimiter, clock: deps.clock, rateLimits: deps.config.rateLimits }, 'read')), (c) =>
-    answer(c, body, 200),
-  );
+  const limits = { rateLimiter: deps.rateLimiter, clock: deps.clock, rateLimits: deps.config.rateLimits };
+  app.get(op.path, guarded([authenticate(deps, op.scopes ?? []), rateLimit(limits, 'read')], (c) => answer(c, body, 200)));
 }

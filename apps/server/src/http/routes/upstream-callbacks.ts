@@ -7,7 +7,7 @@ import type { Hono } from 'hono';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
-import { bodySizeLimit } from '../middleware.js';
+import { bodySizeLimit, guarded } from '../middleware.js';
 import { honoPath, paramsValidator, specOperation, summarise } from '../spec.js';
 import { isUpstreamCallbackToken } from '../../upstream/callback-token.js';
 
@@ -20,7 +20,7 @@ export function registerUpstreamCallbackRoutes(app: Hono<AppEnv>, deps: AppDeps)
   const validateQuery = paramsValidator<{ token: string }>('receiveUpstreamCallback', 'query');
 
   // Any Content-Type is taken and the body is never parsed; only its size is bounded.
-  app.post(honoPath(specOperation('receiveUpstreamCallback').path), bodySizeLimit(), async (c) => {
+  app.post(honoPath(specOperation('receiveUpstreamCallback').path), guarded([bodySizeLimit()], async (c) => {
     if (!secret) throw notFound();
     const query = validateQuery({ token: c.req.query('token') });
     if (!query.ok) throw new ApiError('invalid_request', summarise(query.details), query.details);
@@ -32,5 +32,5 @@ export function registerUpstreamCallbackRoutes(app: Hono<AppEnv>, deps: AppDeps)
     if (followed) deps.wakeWorkers?.('upstream');
     logger.debug({ correlationId: c.get('correlationId'), taskId, followed }, 'upstream callback');
     return c.body(null, 204);
-  });
+  }));
 }

@@ -11,7 +11,7 @@ import { answer } from '../answer.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
-import { authenticate, optionalJsonBody, readOptionalJson, sequence } from '../middleware.js';
+import { authenticate, guarded, optionalJsonBody, readOptionalJson } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
 import { bodyValidator, bundleText, componentValidator, honoPath, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
 
@@ -58,7 +58,7 @@ const filterOf = (status: DeliveryStatus | undefined, requestId: string | undefi
 export function registerWebhookRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
   const { store, clock, config } = deps;
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
-  const auth = (operationId: string) => sequence(authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, 'read'));
+  const auth = (operationId: string) => [authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, 'read')];
   const path = (operationId: string) => honoPath(specOperation(operationId).path);
   const validateListQuery = paramsValidator<{ limit?: number; cursor?: string; status?: DeliveryStatus; requestId?: string }>('listWebhookDeliveries', 'query');
   const validateRotateBody = bodyValidator<RotateRequest>('rotateWebhookSecret');
@@ -72,7 +72,7 @@ export function registerWebhookRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
     return delivery;
   }
 
-  app.get(path('listWebhookDeliveries'), auth('listWebhookDeliveries'), async (c) => {
+  app.get(path('listWebhookDeliveries'), guarded([...auth('listWebhookDeliveries')], async (c) => {
     const query = validateListQuery(c.req.query());
     if (!query.ok) throw invalid(query.details);
     const { limit = 20, cursor, status, requestId } = query.value;
@@ -93,16 +93,16 @@ export function registerWebhookRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
     const last = page.at(-1);
     const nextCursor = rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id, filter }) : null;
     return answer(c, { success: true, data: page.map(toDeliveryResource), nextCursor } satisfies SuccessBody<'listWebhookDeliveries'>, 200);
-  });
+  }));
 
-  app.get(path('getWebhookDelivery'), auth('getWebhookDelivery'), async (c) => {
+  app.get(path('getWebhookDelivery'), guarded([...auth('getWebhookDelivery')], async (c) => {
     const delivery = await ownDelivery(c.get('apiKey').accountId, c.req.param('deliveryId')!);
     const attempts = await store.listDeliveryAttempts(delivery.id);
     return answer(c, { success: true, ...toDeliveryResource(delivery), attemptHistory: attempts.map(toAttempt) } satisfies SuccessBody<'getWebhookDelivery'>, 200);
-  });
+  }));
 
   // No body is read: one that is sent is ignored.
-  app.post(path('redeliverWebhook'), auth('redeliverWebhook'), async (c) => {
+  app.post(path('redeliverWebhook'), guarded([...auth('redeliverWebhook')], async (c) => {
     const id = c.req.param('deliveryId')!;
     await ownDelivery(c.get('apiKey').accountId, id);
     const delivery = await store.redeliver({ deliveryId: id, now: clock.now() });
@@ -110,18 +110,18 @@ export function registerWebhookRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
     // Its job is available now: a worker in this process need not wait for its poll.
     deps.wakeWorkers?.('jobs');
     return answer(c, { success: true, delivery: toDeliveryResource(delivery) } satisfies SuccessBody<'redeliverWebhook'>, 202);
-  });
+  }));
 
-  app.get(path('getWebhookSecret'), auth('getWebhookSecret'), async (c) => {
+  app.get(path('getWebhookSecret'), guarded([...auth('getWebhookSecret')], async (c) => {
     const accountId = c.get('apiKey').accountId;
     const state = await store.webhookSecretState(accountId, clock.now());
     // The key's account exists (a key belongs to one): nothing to answer but a fault.
     if (!state) throw new Error(`no webhook secret for account ${accountId}`);
     const body = { success: true, secret: state.secret, previousSecretValidUntil: iso(state.previousSecretValidUntil) } satisfies SuccessBody<'getWebhookSecret'>;
     return answer(c, body, 200, NO_STORE);
-  });
+  }));
 
-  app.post(path('rotateWebhookSecret'), auth('rotateWebhookSecret'), optionalJsonBody(), async (c) => {
+  app.post(path('rotateWebhookSecret'), guarded([...auth('rotateWebhookSecret'), optionalJsonBody()], async (c) => {
     // No body, or an empty one: `{}`, the default overlap.
     const checked = validateRotateBody((await readOptionalJson(c)) ?? {});
     if (!checked.ok) throw invalid(checked.details);
@@ -131,5 +131,5 @@ export function registerWebhookRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
     if (!rotated) throw new Error(`no account ${accountId} to rotate the webhook secret of`);
     const body = { success: true, secret: rotated.secret, previousSecretValidUntil: iso(rotated.previousSecretValidUntil) } satisfies SuccessBody<'rotateWebhookSecret'>;
     return answer(c, body, 200, NO_STORE);
-  });
+  }));
 }
