@@ -15,7 +15,7 @@ import { newCorrelationId } from '../domain/ids.js';
 import type { Clock } from '../interfaces.js';
 import { redactSecrets } from '../logging.js';
 import { answer, carriesAnswerHeaders } from './answer.js';
-import type { AppEnv } from './context.js';
+import { requestHeader, type AppEnv } from './context.js';
 import { refusalWhileDraining, type RequestsInFlight } from './drain.js';
 import type { Metrics } from './metrics.js';
 import { setCorrelationIdOfResponse } from './node-server.js';
@@ -39,7 +39,7 @@ export function requestFrame(deps: FrameDeps): MiddlewareHandler<AppEnv> {
   const { shutdown, requests, metrics } = deps;
   return async (c, next) => {
     const started = performance.now();
-    const given = c.req.header('x-correlation-id');
+    const given = requestHeader(c, 'x-correlation-id');
     // Echoed and logged, so it may not be (or hold) a key: a key-shaped one is replaced like a malformed one.
     const correlationId = given && CORRELATION_ID.test(given) && redactSecrets(given) === given ? given : newCorrelationId(deps.clock.now());
     const path = c.req.path;

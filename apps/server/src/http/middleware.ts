@@ -7,7 +7,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { hashApiKey, isWellFormedApiKey, sameApiKeyHash } from '../domain/keys.js';
 import type { Clock } from '../interfaces.js';
 import type { ApiKeyRecord, Store } from '../store/store.js';
-import type { AppEnv } from './context.js';
+import { requestHeader, type AppEnv } from './context.js';
 import { ApiError } from './errors.js';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -127,7 +127,7 @@ export function authenticate(deps: { store: Store; clock: Clock; apiKeyCache?: A
     if (missing.length) throw new ApiError('forbidden', `this API key lacks the ${missing.join(' and ')} scope`);
   };
   return (c) => {
-    const header = c.req.header('authorization');
+    const header = requestHeader(c, 'authorization');
     if (!header) throw unauthorized('missing API key: send Authorization: Bearer <key>');
     const match = /^Bearer +(\S+) *$/i.exec(header);
     if (!match) throw unauthorized('the Authorization header must be "Bearer <API key>"', 'invalid_request');
@@ -149,7 +149,7 @@ const notReceivedWhole = (error: unknown) =>
 export function jsonBody(): Guard {
   const size = bodySizeLimit();
   return (c) => {
-    const given = c.req.header('content-type');
+    const given = requestHeader(c, 'content-type');
     // The usual header as it comes, else its media type without parameters, case and spaces.
     const type = given === 'application/json' ? given : (given ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json') throw new ApiError('unsupported_media_type', 'send the body as Content-Type: application/json');
@@ -173,8 +173,8 @@ export function bodySizeLimit(): Guard {
   return (c) => {
     // A declared length is checked here as bodyLimit would, without asking for the request's body
     // stream (which makes @hono/node-server build a whole web Request, and the body then be read through it).
-    const declared = c.req.header('content-length');
-    if (declared !== undefined && c.req.header('transfer-encoding') === undefined) {
+    const declared = requestHeader(c, 'content-length');
+    if (declared !== undefined && requestHeader(c, 'transfer-encoding') === undefined) {
       if (parseInt(declared, 10) > BODY_LIMIT_BYTES) throw new ApiError('payload_too_large', `the request body is over ${BODY_LIMIT_BYTES} bytes`);
       return;
     }
@@ -259,20 +259,20 @@ export function optionalJsonBody(): Guard {
   const rules = jsonBody();
   const size = bodySizeLimit();
   return (c) => {
-    const declared = c.req.header('content-length');
+    const declared = requestHeader(c, 'content-length');
     if (declared === '0') return;
-    const undeclared = declared === undefined && c.req.header('transfer-encoding') === undefined;
+    const undeclared = declared === undefined && requestHeader(c, 'transfer-encoding') === undefined;
     // Nothing declared (only in-process requests, where a body need not declare its length): readOptionalJson looks.
-    return undeclared && c.req.header('content-type') === undefined ? size(c) : rules(c);
+    return undeclared && requestHeader(c, 'content-type') === undefined ? size(c) : rules(c);
   };
 }
 
 /** An optional body (after optionalJsonBody()): undefined when none or an empty one came, else as readJson. */
 export async function readOptionalJson(c: Context<AppEnv>): Promise<unknown> {
-  if (c.req.header('content-length') === '0') return undefined;
+  if (requestHeader(c, 'content-length') === '0') return undefined;
   const bytes = await readBytes(c);
   if (bytes.byteLength === 0) return undefined;
-  if (c.req.header('content-type') === undefined) throw new ApiError('unsupported_media_type', 'send the body as Content-Type: application/json');
+  if (requestHeader(c, 'content-type') === undefined) throw new ApiError('unsupported_media_type', 'send the body as Content-Type: application/json');
   return parseJson(bytes);
 }
 

@@ -10,7 +10,7 @@ import { isTerminal, pollHintSeconds, type TaskState } from '../../domain/states
 import { toTaskResource } from '../../domain/task-view.js';
 import type { TaskRecord } from '../../store/store.js';
 import { answer } from '../answer.js';
-import type { AppEnv } from '../context.js';
+import { requestHeader, type AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { onShutdown } from '../drain.js';
 import { ApiError } from '../errors.js';
@@ -59,7 +59,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
 
   app.post(honoPath(specOperation('submitGeneration').path), guarded([...auth('submitGeneration'), jsonBody()], async (c) => {
     // The header is optional: only one that came is checked against the spec.
-    const given = c.req.header('idempotency-key');
+    const given = requestHeader(c, 'idempotency-key');
     const headers = given === undefined ? noHeaders : validateSubmitHeaders({ 'idempotency-key': given });
     if (!headers.ok) throw invalid(headers.details);
     const body = await readJson(c);
