@@ -176,6 +176,47 @@ describe("Node's own refusals carry the JSON envelope and a correlation id", () 
   });
 });
 
+describe("headers read from Node's parsed headers (a served request) as Hono reads them (in process)", () => {
+  /** The same submission sent over a socket with `headers` and in process with `inProcess` (what Node hands on for them). */
+  async function both(headers: Record<string, string>, rawHeaders: string[], inProcess: Record<string, string>) {
+    const h = harness();
+    const { key } = await h.account();
+    const port = await listen(h);
+    const body = JSON.stringify(validSubmit());
+    const lines = [`POST ${SUBMIT} HTTP/1.1`, 'Host: 127.0.0.1', `authorization: Bearer ${key}`, `Content-Length: ${body.length}`, 'Connection: close'];
+    for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
+    const raw = await exchange(port, [`${[...lines, ...rawHeaders].join('\r\n')}\r\n\r\n${body}`]);
+    const local = await h.app.request(SUBMIT, { method: 'POST', headers: { Authorization: `Bearer ${key}`, ...inProcess }, body });
+    return { raw, local, localBody: (await local.json()) as { success: boolean; error?: { code: string; message: string } } };
+  }
+
+  it('a lower-case Authorization, a Content-Type with parameters and case, a correlation id with spaces around it: accepted alike', async () => {
+    const { raw, local } = await both(
+      { 'Content-Type': 'Application/JSON; charset=utf-8', 'X-Correlation-Id': '   caller-7   ' },
+      [],
+      { 'Content-Type': 'Application/JSON; charset=utf-8', 'X-Correlation-Id': 'caller-7' },
+    );
+    expect([raw.status, local.status]).toEqual([202, 202]);
+    expect([raw.headers['x-correlation-id'], local.headers.get('x-correlation-id')]).toEqual(['caller-7', 'caller-7']);
+  });
+
+  it('a repeated Idempotency-Key is one value joined by a comma, refused alike (400 naming the header)', async () => {
+    const { raw, local, localBody } = await both({ 'Content-Type': 'application/json' }, ['Idempotency-Key: first', 'Idempotency-Key: second'], {
+      'Content-Type': 'application/json',
+      'Idempotency-Key': 'first, second',
+    });
+    expect([raw.status, local.status]).toEqual([400, 400]);
+    expect(JSON.parse(raw.body)).toEqual(localBody);
+    expect(localBody.error).toMatchObject({ code: 'invalid_request', message: expect.stringMatching(/Idempotency-Key/) });
+  });
+
+  it('no Content-Type: 415 alike', async () => {
+    const { raw, local, localBody } = await both({}, [], {});
+    expect([raw.status, local.status]).toEqual([415, 415]);
+    expect(JSON.parse(raw.body)).toEqual(localBody);
+  });
+});
+
 describe('a request body that is not UTF-8', () => {
   const encode = (parts: (string | number[])[]) => Buffer.concat(parts.map((part) => (typeof part === 'string' ? Buffer.from(part, 'utf8') : Buffer.from(part))));
 
