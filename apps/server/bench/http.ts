@@ -21,7 +21,9 @@
  *    query of a succeeded task, query of a missing task, list (first page),
  *    models, submit, cancel. For the query of a task and for submit, the floor
  *    (bench/http/floor.ts: only the work no implementation can skip, on a copy
- *    of the store) takes it too, between the two. Cancel cancels a different queued task with every
+ *    of the store) takes it too, between the two, and so does the floor with
+ *    the server's own features (`floor.ts --features`: correlation id, headers,
+ *    metrics, usage totals; on its own copy). Cancel cancels a different queued task with every
  *    request (a refund: the real work), from tasks written to the store before
  *    it runs; never a repeated cancel, which is answered without a write.
  * 2. Store size: GET of random tasks and the list's first page with 1,000 and
@@ -206,6 +208,8 @@ log(`${machine.cores} × ${machine.cpu}, Node ${machine.node}, ${wrk}; load aver
 let mainServer: NodeService | undefined;
 let ceiling: NodeService | undefined;
 let floor: NodeService | undefined;
+/** The floor with the server's own features (floor.ts --features), on its own copy of the store. */
+let featuredFloor: NodeService | undefined;
 let baseline: NodeService | undefined;
 /**
  * Server and floor measured in turns this many times per request the floor answers (every request with --baseline): the
@@ -241,6 +245,9 @@ try {
     writeFileSync(`${args['keep-store']}.json`, JSON.stringify({ key: main.key, accountId: main.accountId, succeededId }));
   }
   floor = await startNodeService('bench/http/floor.ts', [floorDb], {}, SERVER_NODE_ARGS);
+  const featuredDb = join(work, 'featured-floor.db');
+  copyFileSync(main.dbPath, featuredDb);
+  featuredFloor = await startNodeService('bench/http/floor.ts', [featuredDb, '--features'], {}, SERVER_NODE_ARGS);
   if (args.baseline) {
     const dir = join(work, 'baseline');
     mkdirSync(dir);
@@ -389,6 +396,7 @@ try {
       await runWrk(scenario.url(ceiling.url), scenario.script, WARMUP, argsFor('ceiling'));
       const ceilingRun = await runWrk(scenario.url(ceiling.url), scenario.script, LOAD, argsFor('ceiling'));
       let floorRun: (WrkResult & { cpuUs: number }) | undefined;
+      let featuredRun: (WrkResult & { cpuUs: number }) | undefined;
       const rounds = scenario.floor || baseline ? ROUNDS : 1;
       for (let round = 1; round <= rounds; round++) {
         if (scenario.floor) {
@@ -401,6 +409,11 @@ try {
           floorRun = await measured(floor.pid, scenario.url(floor.url), scenario.script, LOAD, argsFor('ceiling'));
           log(`${scenario.name}: round ${round} floor ${Math.round(floorRun.rps)} req/s, p99 ${floorRun.p99Ms.toFixed(2)} ms, CPU ${floorRun.cpuUs.toFixed(1)} µs/answer`);
           if (floorRun.statusErrors + floorRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor gave ${floorRun.statusErrors} error answers, ${floorRun.socketErrors} socket errors`);
+          log(`${scenario.name}: floor with the server's features`);
+          await runWrk(scenario.url(featuredFloor.url), scenario.script, WARMUP, argsFor('ceiling'));
+          featuredRun = await measured(featuredFloor.pid, scenario.url(featuredFloor.url), scenario.script, LOAD, argsFor('ceiling'));
+          log(`${scenario.name}: round ${round} floor with features ${Math.round(featuredRun.rps)} req/s (${(featuredRun.rps / floorRun.rps).toFixed(2)} of the floor), CPU ${featuredRun.cpuUs.toFixed(1)} µs/answer`);
+          if (featuredRun.statusErrors + featuredRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor with features gave ${featuredRun.statusErrors} error answers, ${featuredRun.socketErrors} socket errors`);
         }
         if (baseline) {
           log(`${scenario.name}: baseline`);
@@ -429,6 +442,7 @@ try {
           server: serverRun,
           ceiling: ceilingRun,
           ...(floorRun ? { floor: floorRun } : {}),
+          ...(featuredRun ? { featuredFloor: featuredRun } : {}),
           rssBeforeMb,
           rssAfterMb,
           unexpected: wrongStatus + serverRun.socketErrors,
@@ -446,6 +460,7 @@ try {
   }
   await stop(ceiling.child);
   await stop(floor.child);
+  await stop(featuredFloor.child);
   if (baseline) await stop(baseline.child);
   baseline = undefined;
 
@@ -569,6 +584,7 @@ try {
   if (mainServer) await stop(mainServer.child);
   if (ceiling) await stop(ceiling.child);
   if (floor) await stop(floor.child);
+  if (featuredFloor) await stop(featuredFloor.child);
   if (baseline) await stop(baseline.child);
   rmSync(work, { recursive: true, force: true });
 }

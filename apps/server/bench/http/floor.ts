@@ -27,17 +27,32 @@
  *
  * So a target the floor misses in the same run is out of reach of any
  * server doing the contract's work here, however lean (BENCHMARKS.md).
+ *
+ * With `--features` (argv[3]) it also does, each as cheaply as it can be done,
+ * what the server does around that work by its own choice or the contract's:
+ * a correlation id on every answer (D2), the server's security and cache
+ * headers (http/security-headers.ts), `Location` on a 202 (D1), the request
+ * metrics (http/metrics.ts's RequestMetrics), and the usage totals kept as
+ * running sums (store/sqlite/pending-usage.ts with the store's statements).
+ * Between the two floors and the server, a run then says what those features
+ * cost and what the server's own structure (routing, guards, the store's
+ * interface) costs on top.
  */
 import Database from 'better-sqlite3';
 import { createHmac } from 'node:crypto';
 import { serve } from '@hono/node-server';
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
+import type { IncomingMessage } from 'node:http';
 import type { RequestBody } from '@vidgen/types';
 import { DEFAULT_PRICES, priceOf } from '../../src/domain/catalog.js';
-import { newRequestId } from '../../src/domain/ids.js';
 import { hashApiKey } from '../../src/domain/keys.js';
 import { checkSubmissionRules } from '../../src/domain/rules.js';
 import { readJson } from '../../src/http/middleware.js';
+import { RequestMetrics } from '../../src/http/metrics.js';
+import { jsonAnswerHeaders } from '../../src/http/security-headers.js';
+import { newCorrelationId, newRequestId } from '../../src/domain/ids.js';
+import { PendingUsage } from '../../src/store/sqlite/pending-usage.js';
+import { prepareStatements } from '../../src/store/sqlite/sqlite-store.js';
 import { bodyValidator } from '../../src/http/spec.js';
 import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
 
@@ -50,7 +65,11 @@ db.pragma('synchronous = NORMAL');
 db.pragma('foreign_keys = ON');
 db.pragma('busy_timeout = 5000');
 db.pragma('temp_store = MEMORY');
-const group = new GroupCommit(db);
+const FEATURES = process.argv[3] === '--features';
+const stored = FEATURES ? prepareStatements(db) : undefined;
+const usage = stored && new PendingUsage({ hourly: stored.addUsage, daily: stored.addUsageDaily });
+const group = new GroupCommit(db, usage);
+const requestMetrics = new RequestMetrics();
 const sql = {
   key: db.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
   task: db
@@ -113,13 +132,32 @@ const signed = (key: string, expiresMs: number) => {
   return `http://127.0.0.1/files/${key}?expires=${expires}&sig=${createHmac('sha256', 'floor').update(`${key}:${expires}`).digest('base64url')}`;
 };
 
+const CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The answer: its JSON and status only; with --features also a correlation id (the caller's or a new one), the
+ * server's headers for a JSON answer, `location`, and the request counted in the metrics under `route`.
+ */
+function reply(c: Context, started: number, route: string, body: unknown, status: number, location?: string): Response {
+  if (!FEATURES) return c.json(body, status as never);
+  const given = (c.env as { incoming: IncomingMessage }).incoming.headers['x-correlation-id'];
+  const correlationId = typeof given === 'string' && CORRELATION_ID.test(given) ? given : newCorrelationId(new Date());
+  const headers = jsonAnswerHeaders(c.req.path, correlationId);
+  if (location) headers.Location = location;
+  const response = new Response(JSON.stringify(body), { status, headers });
+  requestMetrics.observe(c.req.method, route, status, (performance.now() - started) / 1000);
+  return response;
+}
+
 const app = new Hono();
 app.get(`${BASE}/:id`, async (c) => {
+  const started = performance.now();
+  const route = `${BASE}/:id`;
   const account = accountOf(c.req.header('authorization'));
-  if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
+  if (!account) return reply(c, started, route, { success: false, error: { code: 'unauthorized' } }, 401);
   const t = await group.read(() => sql.task.get(account, c.req.param('id')) as TaskRow | undefined);
-  if (!t) return c.json({ success: false, error: { code: 'not_found' } }, 404);
-  return c.json(resource(t));
+  if (!t) return reply(c, started, route, { success: false, error: { code: 'not_found' } }, 404);
+  return reply(c, started, route, resource(t), 200);
 });
 /** A task row (`sql.task`'s columns, then the webhook's status, attempts and last attempt of `sql.page`) as the API shows it. */
 const resource = (t: TaskRow | PageRow) => ({
@@ -144,28 +182,30 @@ const resource = (t: TaskRow | PageRow) => ({
   completedAt: iso(t[16]),
 });
 app.get(BASE, async (c) => {
+  const started = performance.now();
   const account = accountOf(c.req.header('authorization'));
-  if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
+  if (!account) return reply(c, started, BASE, { success: false, error: { code: 'unauthorized' } }, 401);
   const limit = 20;
   const rows = await group.read(() => sql.page.all(account, limit + 1) as PageRow[]);
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   const nextCursor = rows.length > limit && last ? Buffer.from(JSON.stringify({ t: last[14], i: last[0], s: null })).toString('base64url') : null;
-  return c.json({ success: true, data: page.map(resource), nextCursor });
+  return reply(c, started, BASE, { success: true, data: page.map(resource), nextCursor }, 200);
 });
 app.post(BASE, async (c) => {
+  const started = performance.now();
   const account = accountOf(c.req.header('authorization'));
-  if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
+  if (!account) return reply(c, started, BASE, { success: false, error: { code: 'unauthorized' } }, 401);
   let body: unknown;
   try {
     body = await readJson(c as never);
   } catch {
-    return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
+    return reply(c, started, BASE, { success: false, error: { code: 'invalid_request' } }, 400);
   }
   const checked = validateSubmission(body);
-  if (!checked.ok) return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
+  if (!checked.ok) return reply(c, started, BASE, { success: false, error: { code: 'invalid_request' } }, 400);
   const r = checked.value;
-  if (checkSubmissionRules(r).length) return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
+  if (checkSubmissionRules(r).length) return reply(c, started, BASE, { success: false, error: { code: 'invalid_request' } }, 400);
   const now = Date.now();
   const id = newRequestId(new Date(now));
   const resolution = r.resolution ?? '480p';
@@ -176,10 +216,11 @@ app.post(BASE, async (c) => {
     sql.insertTask.run(id, account, r.model, r.prompt, duration, r.aspectRatio ?? '16:9', resolution, JSON.stringify(r.mediaUrls ?? []), r.metadata === undefined ? null : JSON.stringify(r.metadata), r.webhookUrl ?? null, price, now, now, now + DEADLINE_MS);
     sql.charge.run(account, -price, id, now, account);
     sql.job.run(id, now, now, now);
+    usage?.add(account, r.model, now, { credits_charged: price });
     return true;
   });
-  if (!charged) return c.json({ success: false, error: { code: 'insufficient_credits' } }, 402);
-  return c.json({ success: true, requestId: id, status: 'queued', creditsCharged: price }, 202);
+  if (!charged) return reply(c, started, BASE, { success: false, error: { code: 'insufficient_credits' } }, 402);
+  return reply(c, started, BASE, { success: true, requestId: id, status: 'queued', creditsCharged: price }, 202, `${BASE}/${id}`);
 });
 
 serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => {

@@ -78,7 +78,7 @@ interface RouteRequests {
  * patterns ('unmatched' for none) and methods what Node parses, so the label
  * sets are bounded.
  */
-class RequestMetrics {
+export class RequestMetrics {
   private readonly routes = new Map<string, RouteRequests>();
 
   observe(method: string, route: string, status: number, seconds: number): void {

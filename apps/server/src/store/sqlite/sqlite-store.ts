@@ -772,7 +772,8 @@ const usageTotals = (table: 'usage_hourly' | 'usage_daily', column: 'hour_start'
    FROM ${table} WHERE account_id = @account_id AND ${column} >= @from AND ${column} < @to
    GROUP BY 1, 2 ORDER BY 1, 2`;
 
-function prepareStatements(db: Database.Database) {
+/** Every statement the store runs, prepared on `db` (the benchmark's floor runs some of them as the server does). */
+export function prepareStatements(db: Database.Database) {
   const taskPage = (byStatus: boolean) => `
     SELECT * FROM tasks_with_webhook
     WHERE account_id = @account_id ${byStatus ? 'AND status = @status' : ''}
