@@ -3,8 +3,9 @@
  * statistics: an operator running ANALYZE (or PRAGMA optimize) must not turn
  * a claim into a scan of every job ever run.
  */
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { prepareStatements, SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
 describe('SQLite query plans', () => {
   it('claims jobs through the partial index, with or without ANALYZE statistics, the oldest due ones of the lane first', async () => {
@@ -37,5 +38,21 @@ describe('SQLite query plans', () => {
     expect(await claim('webhooks', 1)).toEqual(['t1998']);
     expect(await claim('instant', 3)).toEqual(['t1995', 't1993', 't1991']);
     await store.close();
+  });
+
+  // SQLite reads the value bound to a bare `LIMIT ?` when it plans the statement, so binding that parameter again (every
+  // run) expires the statement and the next run prepares it again: 4 µs a run measured on this service's list page
+  // (BENCHMARKS.md, thirteenth pass). `LIMIT +?` is an expression the planner does not read: planned once.
+  it('binds no LIMIT as a bare parameter (the statement would be prepared again at every run)', () => {
+    const store = new SqliteStore(':memory:');
+    const sources: string[] = [];
+    const recording = new Proxy(store.db, {
+      get: (db, name) => (name === 'prepare' ? (sql: string) => (sources.push(sql), db.prepare(sql)) : Reflect.get(db, name, db)),
+    }) as Database.Database;
+    prepareStatements(recording);
+    expect(sources.length).toBeGreaterThan(50);
+    const limited = sources.filter((sql) => /\bLIMIT\b/i.test(sql));
+    expect(limited.length).toBeGreaterThan(8);
+    for (const sql of limited) expect(sql).not.toMatch(/\bLIMIT\s+[?@:$]/i);
   });
 });

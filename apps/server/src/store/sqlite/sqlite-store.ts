@@ -780,7 +780,7 @@ export function prepareStatements(db: Database.Database) {
       AND (@after_created_at IS NULL OR created_at < @after_created_at
            OR (created_at = @after_created_at AND id < @after_id))
     ORDER BY created_at DESC, id DESC
-    LIMIT @limit`;
+    LIMIT +@limit`;
   return {
     ping: db.prepare('SELECT 1'),
     insertAccount: db.prepare(
@@ -803,7 +803,7 @@ export function prepareStatements(db: Database.Database) {
       `SELECT * FROM ledger_entries
        WHERE account_id = @account_id AND (@before_id IS NULL OR id < @before_id)
          AND (@kind IS NULL OR kind = @kind) AND (@task_id IS NULL OR task_id = @task_id)
-       ORDER BY id DESC LIMIT @limit`,
+       ORDER BY id DESC LIMIT +@limit`,
     ),
     selectCreditsHeld: db.prepare(
       `SELECT coalesce(sum(credits_charged), 0) AS held, count(*) AS active FROM tasks WHERE account_id = ? AND status IN ${inList(ACTIVE_STATES)}`,
@@ -833,7 +833,7 @@ export function prepareStatements(db: Database.Database) {
       `SELECT * FROM webhook_deliveries
        WHERE account_id = @account_id AND (@status IS NULL OR status = @status) AND (@task_id IS NULL OR task_id = @task_id)
          AND (@after_created_at IS NULL OR created_at < @after_created_at OR (created_at = @after_created_at AND id < @after_id))
-       ORDER BY created_at DESC, id DESC LIMIT @limit`,
+       ORDER BY created_at DESC, id DESC LIMIT +@limit`,
     ),
     selectLedger: db.prepare('SELECT * FROM ledger_entries WHERE account_id = ? ORDER BY id'),
     auditBalance: db.prepare(
@@ -878,13 +878,13 @@ export function prepareStatements(db: Database.Database) {
        WHERE id = @id AND status IN ${inList(statesLeadingTo('failed'))}`,
     ),
     selectOverdueTasks: db.prepare(
-      `SELECT id FROM tasks WHERE status IN ${inList(ACTIVE_STATES)} AND deadline_at <= @now ORDER BY deadline_at LIMIT @limit`,
+      `SELECT id FROM tasks WHERE status IN ${inList(ACTIVE_STATES)} AND deadline_at <= @now ORDER BY deadline_at LIMIT +@limit`,
     ),
     purgeExpiredIdempotencyKeys: db.prepare(
-      `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= @now ORDER BY expires_at LIMIT @limit)`,
+      `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= @now ORDER BY expires_at LIMIT +@limit)`,
     ),
     selectExpiredOutputs: db.prepare(
-      'SELECT id, output_key FROM tasks WHERE output_key IS NOT NULL AND output_expires_at <= @now ORDER BY output_expires_at LIMIT @limit',
+      'SELECT id, output_key FROM tasks WHERE output_key IS NOT NULL AND output_expires_at <= @now ORDER BY output_expires_at LIMIT +@limit',
     ),
     clearOutputKey: db.prepare('UPDATE tasks SET output_key = NULL WHERE id = ?'),
     // One statement: picking and leasing cannot interleave with another claimer.
@@ -898,7 +898,7 @@ export function prepareStatements(db: Database.Database) {
                    WHERE state IN ('available', 'leased')
                      AND ((state = 'available' AND run_at <= @now) OR (state = 'leased' AND lease_until <= @now))
                      AND provider = @provider
-                   ORDER BY run_at, id LIMIT @limit)
+                   ORDER BY run_at, id LIMIT +@limit)
        RETURNING *`,
     ),
     // Each of these is done only by the claim holding the job (toJob): not by one whose lease ran out and
@@ -926,7 +926,7 @@ export function prepareStatements(db: Database.Database) {
     ),
     selectDelivery: db.prepare('SELECT * FROM webhook_deliveries WHERE id = ?'),
     selectDeliveryForTask: db.prepare('SELECT * FROM webhook_deliveries WHERE task_id = ?'),
-    selectDeliveries: db.prepare('SELECT * FROM webhook_deliveries WHERE account_id = @account_id ORDER BY created_at DESC, id DESC LIMIT @limit'),
+    selectDeliveries: db.prepare('SELECT * FROM webhook_deliveries WHERE account_id = @account_id ORDER BY created_at DESC, id DESC LIMIT +@limit'),
     selectDeliveryAttempts: db.prepare('SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY id'),
     insertDeliveryAttempt: db.prepare(
       `INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms)
@@ -998,7 +998,7 @@ export function prepareStatements(db: Database.Database) {
        WHERE task_id IN (SELECT task_id FROM upstream_tasks INDEXED BY upstream_tasks_due
                          WHERE state IN ('following', 'downloading') AND state = @state AND next_check_at <= @now
                            AND (lease_until IS NULL OR lease_until <= @now)
-                         ORDER BY next_check_at LIMIT @limit)
+                         ORDER BY next_check_at LIMIT +@limit)
        RETURNING task_id`,
     ),
     extendUpstreamLease: db.prepare('UPDATE upstream_tasks SET lease_until = @lease_until WHERE task_id = @task_id AND leased_by = @worker AND state != \'ended\''),
