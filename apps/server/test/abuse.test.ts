@@ -341,7 +341,7 @@ describe('no answer or log line holds a key, a webhook secret or a stack trace',
     const explode = async () => {
       throw new Error(`store exploded near ${secret}`);
     };
-    const broken = storeWith(store, { listTasks: explode, ping: explode });
+    const broken = storeWith(store, { listTaskPage: explode, ping: explode });
     const h = harnessOver(store, { store: broken, logger, docsHtml: () => '<!DOCTYPE html><title>ref</title><script>1</script>' });
     const { key, accountId } = await h.account();
     secret = (await h.store.webhookSecrets(accountId, h.clock.now()))[0]!;
@@ -412,7 +412,7 @@ describe('no answer or log line holds a key, a webhook secret or a stack trace',
   it('logs the stack of an unexpected error only when the operator asks for debug', async () => {
     const store = new SqliteStore(':memory:');
     const { lines, logger } = capturingLogger('debug');
-    const broken = storeWith(store, { listTasks: async () => Promise.reject(new Error('store exploded')) });
+    const broken = storeWith(store, { listTaskPage: async () => Promise.reject(new Error('store exploded')) });
     const h = harnessOver(store, { store: broken, logger });
     const { key } = await h.account();
     const res = await h.request('GET', SUBMIT, { key });

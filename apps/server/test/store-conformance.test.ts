@@ -14,7 +14,8 @@ import { openBackend, type Backend } from '../src/store/open.js';
 import { backendKinds } from './support/backends.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import type { NewTask, StoredResponse, TaskRecord } from '../src/store/store.js';
+import type { NewTask, Store, StoredResponse, TaskRecord } from '../src/store/store.js';
+import { pageKeyPosition, taskPageKeyOf } from '../src/domain/task-view.js';
 import { newTask, silentLogger } from './support.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
@@ -311,6 +312,99 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     const next = await store().listTasks({ accountId: 'acc_1', limit: 10, after: { createdAt: first[1]!.createdAt, id: first[1]!.id } });
     expect(next.map((t) => t.id)).toEqual([ids[2], ids[1], ids[0]]);
     expect((await store().listTasks({ accountId: 'acc_1', status: 'cancelled', limit: 10 })).map((t) => t.id)).toEqual([ids[1]]);
+  });
+
+  describe('pages by key (listTaskPage)', () => {
+    /** The page as listTaskPage reads it when no answer is kept: every entry with its record. */
+    const unkept = (query: Parameters<Store['listTasks']>[0]) => store().listTaskPage(query, () => undefined);
+
+    it('reads the same tasks in the same order as listTasks, each keyed as taskPageKeyOf keys its record, with and without a status or a position', async () => {
+      await store().grantCredits({ accountId: 'acc_1', amount: 1000, note: null, now });
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) ids.push((await submit(10, later(i * 1000), i % 2 ? { webhookUrl: 'https://hooks.example.com/v' } : {})).id);
+      await store().startTask({ id: ids[0]!, now: later(10_000) });
+      await store().completeTask({ id: ids[0]!, now: later(10_001), outputKey: 'a.mp4', outputUrl: 'https://files.example.com/a', outputExpiresAt: later(3_600_000) });
+      await store().startTask({ id: ids[1]!, now: later(10_002) });
+      await store().failTask({ id: ids[1]!, now: later(10_003), code: 'provider_error', message: 'x' });
+      await store().cancelTask({ accountId: 'acc_1', id: ids[3]!, now: later(10_004) });
+      const delivery = (await store().getDeliveryForTask(ids[3]!))!;
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: { attemptedAt: later(10_005), statusCode: 500, error: null, durationMs: 3 }, status: 'pending', nextAttemptAt: later(20_000) });
+      await store().startTask({ id: ids[4]!, now: later(10_006) });
+      const queries = [
+        { accountId: 'acc_1', limit: 10 },
+        { accountId: 'acc_1', limit: 2 },
+        { accountId: 'acc_1', limit: 10, after: { createdAt: later(4000), id: ids[4]! } },
+        { accountId: 'acc_1', status: 'cancelled' as const, limit: 10 },
+        { accountId: 'acc_1', status: 'queued' as const, limit: 1, after: { createdAt: later(5000), id: ids[5]! } },
+        { accountId: 'acc_other', limit: 10 },
+      ];
+      for (const query of queries) {
+        const records = await store().listTasks(query);
+        const entries = await unkept(query);
+        expect(entries.map((entry) => entry.task)).toEqual(records);
+        expect(entries.map((entry) => entry.key)).toEqual(records.map(taskPageKeyOf));
+      }
+      const keys = (await unkept({ accountId: 'acc_1', limit: 10 })).map((entry) => entry.key);
+      expect(keys.map(pageKeyPosition)).toEqual([5, 4, 3, 2, 1, 0].map((i) => ({ id: ids[i], createdAt: later(i * 1000) })));
+      // The webhook's progress is in the key of the task that has a delivery, and only there.
+      expect(keys[2]).toBe(`${ids[3]} ${later(3000).getTime()} cancelled ${later(10_004).getTime()} pending 1 ${later(10_005).getTime()}`);
+      expect(keys[0]).toBe(`${ids[5]} ${later(5000).getTime()} queued ${later(5000).getTime()}`);
+    });
+
+    it("gives a new key for every change of a task's answer, and the same key while it does not change", async () => {
+      const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+      const keyNow = async () => (await unkept({ accountId: 'acc_1', limit: 1 }))[0]!.key;
+      const seen = [await keyNow()];
+      const changed = async () => {
+        const key = await keyNow();
+        expect(seen).not.toContain(key);
+        expect(await keyNow()).toBe(key);
+        seen.push(key);
+      };
+      await store().startTask({ id, now: later(1) });
+      await changed();
+      // Started again (a lease ran out) in the same millisecond: nothing in the answer changed, nor the key.
+      await store().startTask({ id, now: later(1) });
+      expect(await keyNow()).toBe(seen.at(-1));
+      await store().startTask({ id, now: later(2) });
+      await changed();
+      // Completed in the millisecond it was started: the status alone tells the two apart.
+      await store().completeTask({ id, now: later(2), outputKey: `${id}.mp4`, outputUrl: 'https://files.example.com/x', outputExpiresAt: later(3_600_000) });
+      await changed();
+      const delivery = (await store().getDeliveryForTask(id))!;
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: { attemptedAt: later(3), statusCode: 500, error: null, durationMs: 3 }, status: 'pending', nextAttemptAt: later(10) });
+      await changed();
+      await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: { attemptedAt: later(3), statusCode: 200, error: null, durationMs: 3 }, status: 'delivered', nextAttemptAt: null });
+      await changed();
+      await store().redeliver({ deliveryId: delivery.id, now: later(4) });
+      await changed();
+      // The output swept: not in the answer, not in the key.
+      const before = (await store().getTask('acc_1', id))!;
+      await kit.sql('UPDATE tasks SET output_key = NULL WHERE id = ?', 'UPDATE tasks SET output_key = NULL WHERE id = $1', [id]);
+      expect(await keyNow()).toBe(seen.at(-1));
+      expect({ ...(await store().getTask('acc_1', id))!, outputKey: before.outputKey }).toEqual(before);
+    });
+
+    it('hands back what the caller keeps for a key instead of the record, where the store reads keys alone', async () => {
+      await store().grantCredits({ accountId: 'acc_1', amount: 1000, note: null, now });
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await submit(10, later(i))).id);
+      const records = await store().listTasks({ accountId: 'acc_1', limit: 10 });
+      const keys = records.map(taskPageKeyOf);
+      const kept = new Map([[keys[1]!, 'kept answer']]);
+      const asked: string[] = [];
+      const entries = await store().listTaskPage({ accountId: 'acc_1', limit: 10 }, (key) => (asked.push(key), kept.get(key)));
+      expect(entries.map((entry) => entry.key)).toEqual(keys);
+      for (const [i, entry] of entries.entries()) {
+        // PostgreSQL reads every record in its one round trip (and asks nothing); SQLite reads the keys, then the records it lacks.
+        if (entry.task === undefined) expect(entry.known).toBe(kept.get(entry.key));
+        else expect(entry.task).toEqual(records[i]);
+      }
+      if (name === 'SQLite') {
+        expect(asked).toEqual(keys);
+        expect(entries.map((entry) => entry.known)).toEqual([undefined, 'kept answer', undefined]);
+      }
+    });
   });
 
   it("keeps a task's metadata as sent, its keys in their order (D5)", async () => {

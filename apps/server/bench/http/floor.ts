@@ -80,13 +80,16 @@ const sql = {
     )
     .raw(true),
   // The first page of the list: the same columns as the query and the webhook's progress (the server's view joins it),
-  // newest first by the account's index, one more than the page to know whether there is a next one.
+  // newest first by the account's index, one more than the page to know whether there is a next one. `LIMIT +?`: SQLite
+  // plans with the value bound to a bare `LIMIT ?`, so every run would prepare the statement again (sqlite-plans.test.ts).
+  // Every task of the page read and serialised for every request: the floor of a server that keeps no answers
+  // (the server keeps them, http/task-answers.ts).
   page: db
     .prepare(
       `SELECT t.id, t.status, t.model, t.prompt, t.duration, t.aspect_ratio, t.resolution, t.mode, t.media_urls, t.metadata, t.credits_charged,
               t.credits_refunded, t.output_key, t.output_expires_at, t.created_at, t.updated_at, t.completed_at, d.status, d.attempts, d.last_attempt_at
        FROM tasks t LEFT JOIN webhook_deliveries d ON d.task_id = t.id
-       WHERE t.account_id = ? ORDER BY t.created_at DESC, t.id DESC LIMIT ?`,
+       WHERE t.account_id = ? ORDER BY t.created_at DESC, t.id DESC LIMIT +?`,
     )
     .raw(true),
   insertTask: db.prepare(

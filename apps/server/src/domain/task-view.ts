@@ -68,3 +68,46 @@ export function toTaskResource(task: TaskRecord): Task {
   resource.completedAt = outcome.completedAt;
   return resource as Task;
 }
+
+/**
+ * A task's key on a list page: its id, its creation time and its version, what its answer depends on that can
+ * change once it is created. Everything else in the answer (model, prompt, parameters, media, metadata, price) is
+ * written with the task and never changed. Every statement that changes the rest (its credits refunded, output,
+ * error, completion) moves its status and sets updatedAt; the webhook's fields are its delivery's. A status is
+ * entered at most once but `processing` (a task started again after its lease ran out), which changes updatedAt
+ * alone. So two reads of a task with the same key give the same answer (http/task-answers.ts keeps answers by it).
+ *
+ * Made from the stored values (times in milliseconds), as a store can read them without the rest of the row; the
+ * SQLite store builds the same text in its statement (store conformance tests hold the two equal).
+ */
+export function taskPageKey(
+  id: string,
+  createdAtMs: number,
+  status: string,
+  updatedAtMs: number,
+  webhook: { status: string; attempts: number; lastAttemptAtMs: number | null } | null,
+): string {
+  const key = `${id} ${createdAtMs} ${status} ${updatedAtMs}`;
+  return webhook === null ? key : `${key} ${webhook.status} ${webhook.attempts} ${webhook.lastAttemptAtMs ?? '-'}`;
+}
+
+/** `taskPageKey` of a task record. */
+export function taskPageKeyOf(task: TaskRecord): string {
+  const webhook = task.webhook;
+  return taskPageKey(
+    task.id,
+    task.createdAt.getTime(),
+    task.status,
+    task.updatedAt.getTime(),
+    webhook && { status: webhook.status, attempts: webhook.attempts, lastAttemptAtMs: webhook.lastAttemptAt?.getTime() ?? null },
+  );
+}
+
+/** The id a page key starts with. */
+export const pageKeyId = (key: string): string => key.slice(0, key.indexOf(' '));
+
+/** The task's position in the list order (id and creation time) that its page key holds: a cursor's. */
+export function pageKeyPosition(key: string): { id: string; createdAt: Date } {
+  const [id, createdAt] = key.split(' ', 2) as [string, string];
+  return { id, createdAt: new Date(Number(createdAt)) };
+}

@@ -29,9 +29,14 @@ export function answerHeaders(c: Context<AppEnv>): Record<string, string> {
 
 /** `body` as JSON with the request's answer headers and `headers` (which win). */
 export function answer(c: Context<AppEnv>, body: unknown, status: number, headers?: Record<string, string>): Response {
+  return answerJson(c, JSON.stringify(body), status, headers);
+}
+
+/** `answer()` for a body already serialised: `json` must be the JSON of a value the operation's spec allows. */
+export function answerJson(c: Context<AppEnv>, json: string, status: number, headers?: Record<string, string>): Response {
   const common = answerHeaders(c);
   // Object.assign, not a spread: spreading the request's header object (ten names with dashes) took ≈ 0.7 µs, this ≈ 0.2.
-  const response = new Response(JSON.stringify(body), { status, headers: headers ? Object.assign({}, common, headers) : common });
+  const response = new Response(json, { status, headers: headers ? Object.assign({}, common, headers) : common });
   // A mark on the answer itself rather than a WeakSet entry per request.
   (response as Response & { [BUILT]?: true })[BUILT] = true;
   return response;

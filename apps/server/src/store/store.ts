@@ -249,6 +249,12 @@ export interface TaskPageQuery {
   after?: { createdAt: Date; id: string };
 }
 
+/**
+ * One task of a page (`listTaskPage`): its page key (domain/task-view.ts's `taskPageKey`: its id, creation time and
+ * version), and its record, or instead what the caller's `known` gave for the key (what it keeps of the task already).
+ */
+export type TaskPageEntry<Known> = { key: string; task: TaskRecord; known?: undefined } | { key: string; task?: undefined; known: Known };
+
 export interface Store {
   migrate(): Promise<void>;
   /** Throws when the store cannot be reached. */
@@ -299,6 +305,12 @@ export interface Store {
   /** For operators: a task of any account. */
   findTask(id: string): Promise<TaskRecord | undefined>;
   listTasks(query: TaskPageQuery): Promise<TaskRecord[]>;
+  /**
+   * The same page as `listTasks`, each task with its page key; a task for which `known(key)` gives a value may come
+   * with that value instead of its record (the caller keeps what it needs of the task at that key already), so a store
+   * may read only what the keys need and the records of the others. Every entry is read in one snapshot.
+   */
+  listTaskPage<Known>(query: TaskPageQuery, known: (key: string) => Known | undefined): Promise<TaskPageEntry<Known>[]>;
   /** Moves a queued or processing task to cancelled and refunds it, exactly once. */
   cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome>;
   countTasksByStatus(): Promise<Record<TaskState, number>>;

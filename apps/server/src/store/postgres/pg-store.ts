@@ -11,6 +11,7 @@ import pg from 'pg';
 import { ACTIVE_STATES, CANCELLABLE_STATES, TASK_STATES, statesLeadingTo, type TaskState } from '../../domain/states.js';
 import { newUlid } from '../../domain/ids.js';
 import { webhookEventBody } from '../../webhooks/event.js';
+import { taskPageKeyOf } from '../../domain/task-view.js';
 import { deliveryClaim, parseDeliveryClaim } from '../../queue/pg-delivery-lane.js';
 import type {
   AccountRecord,
@@ -27,6 +28,7 @@ import type {
   StoredResponse,
   Store,
   SubmitOutcome,
+  TaskPageEntry,
   TaskPageQuery,
   TaskRecord,
   ReserveUpstreamOutcome,
@@ -694,6 +696,15 @@ export class PgStore implements Store {
     const values: unknown[] = [query.accountId, query.after?.createdAt ?? null, query.after?.id ?? null, query.limit];
     if (query.status) values.push(query.status);
     return (await this.all(SQL.taskPage(Boolean(query.status)), values)).map(toTask);
+  }
+
+  /**
+   * The whole page, as listTasks reads it, every entry with its record whatever `known` says: reading the keys
+   * first and the records of the unknown ones after would be a second round trip, which costs PostgreSQL more than
+   * the columns it would spare.
+   */
+  async listTaskPage<Known>(query: TaskPageQuery): Promise<TaskPageEntry<Known>[]> {
+    return (await this.listTasks(query)).map((task) => ({ key: taskPageKeyOf(task), task }));
   }
 
   async cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome> {

@@ -12,6 +12,7 @@ import { ACTIVE_STATES, CANCELLABLE_STATES, TASK_STATES, statesLeadingTo, type T
 import type { Job, JobQueue } from '../../queue/queue.js';
 import { newUlid } from '../../domain/ids.js';
 import { webhookEventBody } from '../../webhooks/event.js';
+import { pageKeyId } from '../../domain/task-view.js';
 import type {
   AccountRecord,
   ApiKeyRecord,
@@ -26,6 +27,7 @@ import type {
   LedgerEntry,
   Store,
   SubmitOutcome,
+  TaskPageEntry,
   TaskPageQuery,
   TaskRecord,
   ReserveUpstreamOutcome,
@@ -319,6 +321,23 @@ export class SqliteStore implements Store, JobQueue {
       };
       const statement = query.status ? this.sql.selectTaskPageByStatus : this.sql.selectTaskPage;
       return (statement.all(params) as Row[]).map(toTask);
+    });
+  }
+
+  listTaskPage<Known>(query: TaskPageQuery, known: (key: string) => Known | undefined): Promise<TaskPageEntry<Known>[]> {
+    return this.group.read(() => {
+      const after = query.after ? ms(query.after.createdAt) : null;
+      const afterId = query.after?.id ?? null;
+      const keys = (
+        query.status
+          ? this.sql.selectTaskPageKeysByStatus.all(query.accountId, query.status, after, after, after, afterId, query.limit)
+          : this.sql.selectTaskPageKeys.all(query.accountId, after, after, after, afterId, query.limit)
+      ) as string[];
+      return keys.map((key): TaskPageEntry<Known> => {
+        const kept = known(key);
+        // The record in the same read transaction as the key: the one it describes.
+        return kept === undefined ? { key, task: toTask(this.sql.selectTaskById.get(pageKeyId(key)) as Row) } : { key, known: kept };
+      });
     });
   }
 
@@ -781,6 +800,17 @@ export function prepareStatements(db: Database.Database) {
            OR (created_at = @after_created_at AND id < @after_id))
     ORDER BY created_at DESC, id DESC
     LIMIT +@limit`;
+  // The same page, each task's page key only (domain/task-view.ts's taskPageKey, the same text made here): one string a
+  // row from a few of its columns instead of all of them, bound by position (account_id, [status,] after_created_at
+  // three times, after_id, limit). A task with a delivery adds its status, attempts and last attempt ('-' for none).
+  const taskPageKeys = (byStatus: boolean) => `
+    SELECT t.id || ' ' || t.created_at || ' ' || t.status || ' ' || t.updated_at
+           || ifnull(' ' || d.status || ' ' || d.attempts || ' ' || ifnull(d.last_attempt_at, '-'), '')
+    FROM tasks t LEFT JOIN webhook_deliveries d ON d.task_id = t.id
+    WHERE t.account_id = ? ${byStatus ? 'AND t.status = ?' : ''}
+      AND (? IS NULL OR t.created_at < ? OR (t.created_at = ? AND t.id < ?))
+    ORDER BY t.created_at DESC, t.id DESC
+    LIMIT +?`;
   return {
     ping: db.prepare('SELECT 1'),
     insertAccount: db.prepare(
@@ -955,6 +985,8 @@ export function prepareStatements(db: Database.Database) {
     selectTaskById: viewedRows(db.prepare('SELECT * FROM tasks_with_webhook WHERE id = ?')),
     selectTaskPage: viewedRows(db.prepare(taskPage(false))),
     selectTaskPageByStatus: viewedRows(db.prepare(taskPage(true))),
+    selectTaskPageKeys: db.prepare(taskPageKeys(false)).pluck(),
+    selectTaskPageKeysByStatus: db.prepare(taskPageKeys(true)).pluck(),
     cancelTask: db.prepare(
       `UPDATE tasks SET status = 'cancelled', credits_refunded = credits_charged, updated_at = @now, completed_at = @now
        WHERE id = @id AND status IN ${inList(CANCELLABLE_STATES)}`,
