@@ -172,17 +172,24 @@ describe.each(backendKinds)('list pages from kept task answers on $name', ({ ski
 });
 
 describe('TaskAnswers', () => {
-  it('keeps at most its capacity, dropping the answer kept longest ago; a key kept again is kept anew, not twice', () => {
-    const answers = new TaskAnswers(3);
-    expect(answers.keep('a 1', 'A')).toBe('A');
-    answers.keep('b 1', 'B');
-    answers.keep('c 1', 'C');
+  it('keeps at most its capacity in characters, dropping the answers kept longest ago; a key kept again is kept anew, not twice', () => {
+    // Each key and answer here: 3 + 2 characters.
+    const answers = new TaskAnswers(15);
+    expect(answers.keep('a 1', 'A.')).toBe('A.');
+    answers.keep('b 1', 'B.');
+    answers.keep('c 1', 'C.');
     answers.keep('a 1', 'A2');
-    expect(answers.size).toBe(3);
-    answers.keep('d 1', 'D');
-    expect(answers.size).toBe(3);
-    expect([answers.get('a 1'), answers.get('b 1'), answers.get('c 1'), answers.get('d 1')]).toEqual(['A2', undefined, 'C', 'D']);
-    answers.keep('e 1', 'E');
-    expect([answers.get('a 1'), answers.get('c 1'), answers.get('d 1'), answers.get('e 1')]).toEqual(['A2', undefined, 'D', 'E']);
+    expect(answers.size).toEqual({ answers: 3, characters: 15 });
+    answers.keep('d 1', 'D.');
+    expect(answers.size).toEqual({ answers: 3, characters: 15 });
+    expect([answers.get('a 1'), answers.get('b 1'), answers.get('c 1'), answers.get('d 1')]).toEqual(['A2', undefined, 'C.', 'D.']);
+    // A larger answer drops as many of the oldest as it needs.
+    answers.keep('e 1', 'E......');
+    expect([answers.get('a 1'), answers.get('c 1'), answers.get('d 1'), answers.get('e 1')]).toEqual([undefined, undefined, 'D.', 'E......']);
+    expect(answers.size).toEqual({ answers: 2, characters: 15 });
+    // One over the capacity alone is answered, not kept, and drops nothing.
+    expect(answers.keep('f 1', 'F'.repeat(20))).toBe('F'.repeat(20));
+    expect(answers.get('f 1')).toBeUndefined();
+    expect(answers.size).toEqual({ answers: 2, characters: 15 });
   });
 });

@@ -23,8 +23,8 @@ type SubmitRequest = RequestBody<'submitGeneration'>;
 type Task = SuccessBody<'getGeneration'>;
 
 const BASE = '/api/open/v1/video/generations';
-/** Task answers a process keeps for list pages (task-answers.ts): ≈ 0.6–2 KB each. */
-const TASK_ANSWERS_KEPT = 10_000;
+/** Characters of task answers a process keeps for list pages (task-answers.ts): at most ≈ 16 MB, ≈ 11,000 answers of a usual size. */
+const TASK_ANSWERS_KEPT = 8_000_000;
 const EMPTY_DATA = '"data":[]';
 
 const invalid = (details: { field?: string; message: string }[]) => new ApiError('invalid_request', summarise(details), details);
