@@ -12,12 +12,7 @@
  */
 import pino from 'pino';
 
-export interface TurnBatchedDestination extends pino.DestinationStream {
-  /** Writes the lines made so far, now. */
-  flush(): void;
-}
-
-export function turnBatchedDestination(fd = 1): TurnBatchedDestination {
+export function turnBatchedDestination(fd = 1): pino.DestinationStream {
   const out = pino.destination({ dest: fd, sync: true });
   let pending = '';
   let scheduled = false;
@@ -37,6 +32,5 @@ export function turnBatchedDestination(fd = 1): TurnBatchedDestination {
         setImmediate(flush);
       }
     },
-    flush,
   };
 }

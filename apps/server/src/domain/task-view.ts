@@ -77,30 +77,13 @@ export function toTaskResource(task: TaskRecord): Task {
  * entered at most once but `processing` (a task started again after its lease ran out), which changes updatedAt
  * alone. So two reads of a task with the same key give the same answer (http/task-answers.ts keeps answers by it).
  *
- * Made from the stored values (times in milliseconds), as a store can read them without the rest of the row; the
- * SQLite store builds the same text in its statement (store conformance tests hold the two equal).
+ * Times in milliseconds, as stored, so that a store can make the key without reading the rest of the row: the SQLite
+ * store builds the same text in its statement (store conformance tests hold the two equal).
  */
-export function taskPageKey(
-  id: string,
-  createdAtMs: number,
-  status: string,
-  updatedAtMs: number,
-  webhook: { status: string; attempts: number; lastAttemptAtMs: number | null } | null,
-): string {
-  const key = `${id} ${createdAtMs} ${status} ${updatedAtMs}`;
-  return webhook === null ? key : `${key} ${webhook.status} ${webhook.attempts} ${webhook.lastAttemptAtMs ?? '-'}`;
-}
-
-/** `taskPageKey` of a task record. */
 export function taskPageKeyOf(task: TaskRecord): string {
+  const key = `${task.id} ${task.createdAt.getTime()} ${task.status} ${task.updatedAt.getTime()}`;
   const webhook = task.webhook;
-  return taskPageKey(
-    task.id,
-    task.createdAt.getTime(),
-    task.status,
-    task.updatedAt.getTime(),
-    webhook && { status: webhook.status, attempts: webhook.attempts, lastAttemptAtMs: webhook.lastAttemptAt?.getTime() ?? null },
-  );
+  return webhook === null ? key : `${key} ${webhook.status} ${webhook.attempts} ${webhook.lastAttemptAt?.getTime() ?? '-'}`;
 }
 
 /** The id a page key starts with. */

@@ -1,5 +1,5 @@
 /**
- * Task answers kept as their JSON, by page key (domain/task-view.ts's `taskPageKey`: a task's id, creation time and
+ * Task answers kept as their JSON, by page key (domain/task-view.ts's `taskPageKeyOf`: a task's id, creation time and
  * version), for list pages.
  *
  * A page of twenty tasks built from their rows cost about six times a task query on this stack (every column read,

@@ -250,7 +250,7 @@ export interface TaskPageQuery {
 }
 
 /**
- * One task of a page (`listTaskPage`): its page key (domain/task-view.ts's `taskPageKey`: its id, creation time and
+ * One task of a page (`listTaskPage`): its page key (domain/task-view.ts's `taskPageKeyOf`: its id, creation time and
  * version), and its record, or instead what the caller's `known` gave for the key (what it keeps of the task already).
  */
 export type TaskPageEntry<Known> = { key: string; task: TaskRecord; known?: undefined } | { key: string; task?: undefined; known: Known };

@@ -20,7 +20,6 @@ import { TaskAnswers } from '../task-answers.js';
 import { bodyValidator, componentValidator, honoPath, paramsValidator, schemaDefault, specOperation, summarise } from '../spec.js';
 
 type SubmitRequest = RequestBody<'submitGeneration'>;
-type Task = SuccessBody<'getGeneration'>;
 
 const BASE = '/api/open/v1/video/generations';
 /** Characters of task answers a process keeps for list pages (task-answers.ts): at most ≈ 16 MB, ≈ 11,000 answers of a usual size. */
@@ -190,7 +189,7 @@ export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void
     const entries = await store.listTaskPage({ accountId, status, limit: limit + 1, after }, (key) => answers.get(key));
     const data: string[] = [];
     for (const entry of entries) {
-      const json = entry.task === undefined ? entry.known : answers.keep(entry.key, JSON.stringify(toTaskResource(entry.task) satisfies Task));
+      const json = entry.task === undefined ? entry.known : answers.keep(entry.key, JSON.stringify(toTaskResource(entry.task)));
       // The entry after the page (there is a next one) is kept for that page, not answered.
       if (data.length < limit) data.push(json);
     }

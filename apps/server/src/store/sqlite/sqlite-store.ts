@@ -800,7 +800,7 @@ export function prepareStatements(db: Database.Database) {
            OR (created_at = @after_created_at AND id < @after_id))
     ORDER BY created_at DESC, id DESC
     LIMIT +@limit`;
-  // The same page, each task's page key only (domain/task-view.ts's taskPageKey, the same text made here): one string a
+  // The same page, each task's page key only (domain/task-view.ts's taskPageKeyOf, the same text made here): one string a
   // row from a few of its columns instead of all of them, bound by position (account_id, [status,] after_created_at
   // three times, after_id, limit). A task with a delivery adds its status, attempts and last attempt ('-' for none).
   const taskPageKeys = (byStatus: boolean) => `
