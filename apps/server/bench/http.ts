@@ -143,8 +143,13 @@ async function createStore(dir: string): Promise<BenchStore> {
 
 
 /** Submits one task through a server with a worker and waits (long poll) until it has succeeded. */
-/** The server on `store`, from its sources: quiet, a port from the OS, every model on the instant provider, no per-key limits. */
-const startServer = (store: BenchStore, options: { worker: boolean; nodeArgs?: string[] }) => startInstantServer('src/main.ts', store.env, options);
+/**
+ * The server on `store`, from its sources: a port from the OS, every model on the instant provider, no per-key limits,
+ * its log lines at the default level (info: a line per request) appended to `server.log` in the store's directory, as
+ * an operator's `>> vidgen.log` would (the CLI's runs stay silent: their standard output is their answer).
+ */
+const startServer = (store: BenchStore, options: { worker: boolean; nodeArgs?: string[] }) =>
+  startInstantServer('src/main.ts', { ...store.env, VIDGEN_LOG_LEVEL: 'info' }, { ...options, logFile: join(store.dir, 'server.log') });
 
 async function makeSucceededTask(store: BenchStore): Promise<string> {
   const server = await startServer(store, { worker: true });
@@ -252,8 +257,8 @@ try {
     const dir = join(work, 'baseline');
     mkdirSync(dir);
     copyFileSync(main.dbPath, join(dir, 'vidgen.db'));
-    const env = { VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${join(dir, 'vidgen.db')}`, VIDGEN_LOG_LEVEL: 'silent' };
-    baseline = await startInstantServer(join(args.baseline, 'main.ts'), env, { worker: false, nodeArgs: SERVER_NODE_ARGS });
+    const env = { VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${join(dir, 'vidgen.db')}`, VIDGEN_LOG_LEVEL: 'info' };
+    baseline = await startInstantServer(join(args.baseline, 'main.ts'), env, { worker: false, nodeArgs: SERVER_NODE_ARGS, logFile: join(dir, 'server.log') });
     log(`baseline ${baseline.url} (pid ${baseline.pid}) from ${args.baseline}`);
   }
 

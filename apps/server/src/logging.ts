@@ -12,9 +12,15 @@ const API_KEY_SHAPE = /\bvg_(live|test)_[0-9A-Za-z]+/g;
 // Base64, possibly percent-encoded in a path.
 const WEBHOOK_SECRET_SHAPE = /\bwhsec_(?:[0-9A-Za-z+/=]|%[0-9A-Fa-f]{2})+/g;
 
-/** The text with every key-shaped or webhook-secret-shaped token masked. */
+/**
+ * The text with every key-shaped or webhook-secret-shaped token masked. Text that holds neither prefix (a request's
+ * path, nearly always) is given back as it is without running the two replacements, which cost a request line
+ * ≈ 0.3 µs (fourteenth pass).
+ */
 export const redactSecrets = (text: string): string =>
-  text.replace(API_KEY_SHAPE, 'vg_$1_[redacted]').replace(WEBHOOK_SECRET_SHAPE, 'whsec_[redacted]');
+  !text.includes('vg_') && !text.includes('whsec_')
+    ? text
+    : text.replace(API_KEY_SHAPE, 'vg_$1_[redacted]').replace(WEBHOOK_SECRET_SHAPE, 'whsec_[redacted]');
 
 /** A log-safe view of a thrown value: no stack unless `stacks`, secrets masked. */
 export function serializeError(error: unknown, { stacks }: { stacks: boolean }): Record<string, unknown> {

@@ -2,7 +2,7 @@
  * The service's log destination (src/log-destination.ts): the lines of a turn of the event loop written together at
  * its end, in order, and none left behind when the process exits, however it exits short of being killed.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +37,47 @@ describe('the log destination', () => {
     await nextTurn();
     expect(readFileSync(path, 'utf8').trimEnd().split('\n')).toHaveLength(4);
     closeSync(fd);
+  });
+
+  it('keeps every byte and the order of a turn larger than its buffer, of a line larger than it, and of text in any script', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
+    dirs.push(dir);
+    const path = join(dir, 'out.log');
+    const fd = openSync(path, 'w');
+    const logger = pino({ base: null, timestamp: false }, turnBatchedDestination(fd));
+    // 3,000 lines of ≈ 100 bytes (≈ 5 × the 64 KiB buffer), then a 200 KB line, then lines of 1-, 2-, 3- and 4-byte characters.
+    const said: string[] = [];
+    for (let i = 0; i < 3000; i++) said.push(`line ${i} ${'x'.repeat(i % 90)}`);
+    said.push('y'.repeat(200_000));
+    for (let i = 0; i < 2000; i++) said.push(`${i} prompt: ä ñ 雨の街 🚣 ${'é'.repeat(i % 40)}`);
+    for (const msg of said) logger.info(msg);
+    await nextTurn();
+    const written = readFileSync(path, 'utf8').trimEnd().split('\n').map((line) => (JSON.parse(line) as { msg: string }).msg);
+    expect(written).toEqual(said);
+    closeSync(fd);
+  });
+
+  it('waits out a full pipe: a burst many times its capacity reaches a reader that reads late, whole and in order', async () => {
+    // process.stdout makes the pipe non-blocking, as main.ts's does: writes past its 64 KiB then fail with EAGAIN until
+    // the reader catches up, and the reader here only starts once the child has begun its 4 MB burst.
+    const script = [
+      "import pino from 'pino';",
+      "import { turnBatchedDestination } from './src/log-destination.ts';",
+      'process.stdout;',
+      'const logger = pino({ base: null, timestamp: false }, turnBatchedDestination());',
+      "process.stderr.write('writing\\n');",
+      "for (let i = 0; i < 20000; i++) logger.info({ i }, 'x'.repeat(180));",
+    ].join('\n');
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: join(import.meta.dirname, '..'), stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.pause();
+    await new Promise<void>((resolve) => child.stderr.once('data', () => resolve()));
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.stdout.resume();
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    expect(code).toBe(0);
+    const lines = Buffer.concat(chunks).toString().trimEnd().split('\n').map((line) => (JSON.parse(line) as { i: number }).i);
+    expect(lines).toEqual(Array.from({ length: 20000 }, (_, i) => i));
   });
 
   it.each([

@@ -5,7 +5,7 @@
  * (a graceful stop is test/support's stopServerProcess).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -76,6 +76,9 @@ export function startNodeService(script: string, args: string[], env: Record<str
 /**
  * `node [nodeArgs] --import tsx <script> [args]` from apps/server; resolves once `ready` finds in its output
  * (stdout and stderr) the URL it serves ('' for none), rejects if it exits first, naming `awaited`.
+ * `stdoutFile`: its standard output appended to that file, as an operator's `>> vidgen.log` would (what it appends read every 20 ms
+ * until it is ready), not to a pipe this process reads: the server's log lines then cost it what they cost in
+ * service, a write a turn to a file, and none of this process's CPU.
  */
 export function startNodeProcess(
   script: string,
@@ -84,33 +87,57 @@ export function startNodeProcess(
   nodeArgs: string[],
   ready: (output: string) => string | undefined,
   awaited: string,
+  options: { stdoutFile?: string } = {},
 ): Promise<NodeService> {
+  const { stdoutFile } = options;
+  const stdoutFd = stdoutFile === undefined ? undefined : openSync(stdoutFile, 'a');
+  // What an earlier process wrote to the file is not this one's (its `listening on` least of all).
+  const from = stdoutFd === undefined ? 0 : fstatSync(stdoutFd).size;
   const child = track(
     spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
       cwd: SERVER_ROOT,
       env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', stdoutFd ?? 'pipe', 'pipe'],
     }),
   );
-  let output = '';
+  if (stdoutFd !== undefined) closeSync(stdoutFd);
+  let piped = '';
+  const output = () => (stdoutFile === undefined ? piped : readFileSync(stdoutFile).subarray(from).toString() + piped);
   return new Promise((done, fail) => {
-    const collect = (chunk: Buffer) => {
-      output += chunk.toString();
-      const url = ready(output);
-      if (url !== undefined) done({ child, pid: child.pid!, url, output: () => output });
+    let poll: NodeJS.Timeout | undefined;
+    const check = () => {
+      const url = ready(output());
+      if (url === undefined) return;
+      clearInterval(poll);
+      done({ child, pid: child.pid!, url, output });
     };
-    child.stdout!.on('data', collect);
+    const collect = (chunk: Buffer) => {
+      piped += chunk.toString();
+      check();
+    };
+    child.stdout?.on('data', collect);
     child.stderr!.on('data', collect);
-    child.once('exit', (code, signal) => fail(new Error(`${script} ${args.join(' ')} exited ${code ?? signal} before ${awaited}:\n${output}`)));
+    if (stdoutFile !== undefined) poll = setInterval(check, 20);
+    child.once('exit', (code, signal) => {
+      clearInterval(poll);
+      fail(new Error(`${script} ${args.join(' ')} exited ${code ?? signal} before ${awaited}:\n${output()}`));
+    });
   });
 }
 
 /** Every model on the instant provider (a prepared MP4 at once): the pipeline without a renderer. */
 export const INSTANT_PROVIDERS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
 
-/** The server `script` on a store's environment: quiet, a port from the OS, every model on the instant provider, no limits. */
-export function startInstantServer(script: string, env: Record<string, string>, options: { worker: boolean; nodeArgs?: string[] }): Promise<NodeService> {
-  return startNodeService(
+/**
+ * The server `script` on a store's environment: a port from the OS, every model on the instant provider, no limits.
+ * `logFile`: its log lines (at the level `env` gives) appended there; without it, standard output is a pipe.
+ */
+export function startInstantServer(
+  script: string,
+  env: Record<string, string>,
+  options: { worker: boolean; nodeArgs?: string[]; logFile?: string },
+): Promise<NodeService> {
+  return startNodeProcess(
     script,
     ['--role', 'all'],
     {
@@ -125,7 +152,10 @@ export function startInstantServer(script: string, env: Record<string, string>, 
       VIDGEN_MAX_ACTIVE_TASKS: '0',
       VIDGEN_WORKER: String(options.worker),
     },
-    options.nodeArgs,
+    options.nodeArgs ?? [],
+    (output) => /listening on (http:\/\/\S+)/.exec(output)?.[1],
+    'listening',
+    { stdoutFile: options.logFile },
   );
 }
 

@@ -19,6 +19,7 @@ import { requestHeader, type AppEnv } from './context.js';
 import { refusalWhileDraining, type RequestsInFlight } from './drain.js';
 import type { Metrics } from './metrics.js';
 import { setCorrelationIdOfResponse } from './node-server.js';
+import { requestLogWriter } from './request-log.js';
 import { jsonAnswerHeaders, securingOtherAnswers } from './security-headers.js';
 
 const CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -34,7 +35,7 @@ export interface FrameDeps {
 }
 
 export function requestFrame(deps: FrameDeps): MiddlewareHandler<AppEnv> {
-  const logsRequests = deps.logger.isLevelEnabled('info');
+  const logRequest = requestLogWriter(deps.logger);
   const secureOther = securingOtherAnswers(deps);
   const { shutdown, requests, metrics } = deps;
   return async (c, next) => {
@@ -66,8 +67,9 @@ export function requestFrame(deps: FrameDeps): MiddlewareHandler<AppEnv> {
     const route = c.req.routePath === '/*' ? 'unmatched' : c.req.routePath;
     metrics.observeRequest(c.req.method, route, c.res.status, seconds);
     // The line is built only when it is written (VIDGEN_LOG_LEVEL=warn or above writes none).
-    if (logsRequests) deps.logger.info(
-      {
+    if (logRequest) {
+      const key = c.get('apiKey');
+      logRequest({
         correlationId,
         method: c.req.method,
         route,
@@ -75,10 +77,9 @@ export function requestFrame(deps: FrameDeps): MiddlewareHandler<AppEnv> {
         path: redactSecrets(path),
         status: c.res.status,
         durationMs: Math.round(seconds * 1000 * 10) / 10,
-        accountId: c.get('apiKey')?.accountId,
-        keyId: c.get('apiKey')?.id,
-      },
-      'request',
-    );
+        accountId: key?.accountId,
+        keyId: key?.id,
+      });
+    }
   };
 }

@@ -1,0 +1,114 @@
+/**
+ * The request's log line (src/http/request-log.ts) is the line pino writes for `logger.info(line, 'request')`, byte
+ * for byte, for the service's logger and any fields; a logger whose options change what pino writes gets pino's own
+ * line; and redactSecrets' shortcut for text without a secret's prefix masks exactly what the replacements mask.
+ */
+import fc from 'fast-check';
+import pino, { type LoggerOptions } from 'pino';
+import { describe, expect, it, vi } from 'vitest';
+import { requestLogWriter, type RequestLine } from '../src/http/request-log.js';
+import { redactSecrets, withSafeErrors } from '../src/logging.js';
+
+/** A logger as main.ts makes it (a fixed time, so that two lines can be compared), writing into `lines`. */
+function capturing(options: LoggerOptions = {}) {
+  const lines: string[] = [];
+  const logger = pino({ level: 'info', base: { service: 'vidgen', role: 'all' }, timestamp: () => ',"time":1790000000000', ...options }, { write: (line: string) => lines.push(line) });
+  return { lines, logger: withSafeErrors(logger) };
+}
+
+/** The line written through the writer, and the one pino writes for the same fields. */
+function bothLines(line: RequestLine, options?: LoggerOptions): [string, string] {
+  const fast = capturing(options);
+  requestLogWriter(fast.logger)!(line);
+  const slow = capturing(options);
+  slow.logger.info({ ...line }, 'request');
+  expect(fast.lines).toHaveLength(1);
+  return [fast.lines[0]!, slow.lines[0]!];
+}
+
+const ordinary: RequestLine = {
+  correlationId: '01KB5Z5ZQ3M0T7W2EJ6H1Y9C8D',
+  method: 'POST',
+  route: '/api/open/v1/video/generations',
+  path: '/api/open/v1/video/generations',
+  status: 202,
+  durationMs: 0.4,
+  accountId: 'acc_01M8FWCW6KCMRBPXNP9DWHCX3K',
+  keyId: 'key_01M8FWCW6KCMRBPXNP9DWHCX3K',
+};
+
+/** Text pino and JSON.stringify write alike: pino (on Node 20) leaves a lone surrogate unescaped, JSON.stringify escapes it. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const text = fc.string({ unit: 'binary', maxLength: 40 }).filter((value) => !LONE_SURROGATE.test(value));
+
+describe('the request log line', () => {
+  it("is pino's line for the service's logger, byte for byte, built without pino's writer", () => {
+    const { logger, lines } = capturing();
+    const info = vi.spyOn(logger, 'info');
+    requestLogWriter(logger)!(ordinary);
+    expect(info).not.toHaveBeenCalled();
+    expect(lines).toHaveLength(1);
+    const [fast, slow] = bothLines(ordinary);
+    expect(fast).toBe(slow);
+    expect(JSON.parse(fast)).toEqual({ level: 30, time: 1790000000000, service: 'vidgen', role: 'all', ...ordinary, msg: 'request' });
+  });
+
+  it('is pino\'s line for any fields: quotes, control characters, any text, no key, numbers that are not finite (fast-check)', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          correlationId: text,
+          method: text,
+          route: text,
+          path: text,
+          status: fc.integer({ min: 100, max: 599 }),
+          durationMs: fc.oneof(fc.double(), fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, -0)),
+          accountId: fc.option(text, { nil: undefined }),
+          keyId: fc.option(text, { nil: undefined }),
+        }),
+        (line) => {
+          const [fast, slow] = bothLines(line);
+          expect(fast).toBe(slow);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it.each<[string, LoggerOptions]>([
+    ['a mixin', { mixin: () => ({ extra: 1 }) }],
+    ['redaction', { redact: ['path'] }],
+    ['formatters.log', { formatters: { log: (object) => ({ ...object, shaped: true }) } }],
+    ['a serializer for one of its fields', { serializers: { route: () => 'hidden' } }],
+    ['another message key', { messageKey: 'message' }],
+    ['a nested key', { nestedKey: 'payload' }],
+    ['a message prefix', { msgPrefix: '[api] ' }],
+    ['a stream hook', { hooks: { streamWrite: (line) => line.replace('request', 'REQUEST') } }],
+    ['CRLF line ends', { crlf: true }],
+  ])("is pino's own line for a logger with %s", (_name, options) => {
+    const [fast, slow] = bothLines(ordinary, options);
+    expect(fast).toBe(slow);
+  });
+
+  it('is not built when info lines are not written', () => {
+    expect(requestLogWriter(pino({ level: 'warn' }, { write: () => {} }))).toBeUndefined();
+    expect(requestLogWriter(pino({ level: 'silent' }, { write: () => {} }))).toBeUndefined();
+  });
+});
+
+describe('redactSecrets', () => {
+  const replaced = (value: string) => value.replace(/\bvg_(live|test)_[0-9A-Za-z]+/g, 'vg_$1_[redacted]').replace(/\bwhsec_(?:[0-9A-Za-z+/=]|%[0-9A-Fa-f]{2})+/g, 'whsec_[redacted]');
+
+  it('masks exactly what the two replacements mask, for text with and without the prefixes (fast-check)', () => {
+    const piece = fc.oneof(fc.constantFrom('vg_', 'vg_live_', 'vg_test_', 'whsec_', '%2F', '/', '_', 'x', ' ', 'AZ09', '+=', '%'), fc.string({ maxLength: 6 }));
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
+        const value = pieces.join('');
+        expect(redactSecrets(value)).toBe(replaced(value));
+      }),
+      { numRuns: 2000 },
+    );
+    expect(redactSecrets('/api/open/v1/video/generations/vg_test_abc123')).toBe('/api/open/v1/video/generations/vg_test_[redacted]');
+    expect(redactSecrets('/webhooks/whsec_AbC%2F12')).toBe('/webhooks/whsec_[redacted]');
+  });
+});
