@@ -96,6 +96,17 @@ const QUICK = args.quick;
 const FULL = { scaleTasks: 1_000_000, rssRequests: 1_000_000 };
 const LOAD: Load = { threads: Number(args.threads), connections: Number(args.connections), seconds: Number(args.seconds ?? (QUICK ? 3 : 10)) };
 const WARMUP: Load = { ...LOAD, seconds: QUICK ? 1 : 2 };
+/**
+ * Server and floor measured in turns this many times per request the floor answers (every request with --baseline): the
+ * targets are judged on the round with the median server/floor ratio, so that one slow spell of the machine does not
+ * decide them (the same build's query/floor ratio ranged 0.73–0.93 between runs). Each round's runs are short
+ * (ROUND_LOAD): this host's slow spells last tens of seconds (one took a round's floor with features and server 16 %
+ * and 30 % under the floor it followed), so that many short turns put them on both sides alike, where a few long ones
+ * put a spell on one side (fourteenth pass: five rounds of 10 s gave the query 0.71–0.94 of the floor).
+ */
+const ROUNDS = Math.max(1, Number(args.rounds ?? (QUICK ? 1 : 9)));
+/** A measured run of a request measured in rounds: as long as LOAD in a quick run or with --seconds, else 4 s. */
+const ROUND_LOAD: Load = { ...LOAD, seconds: args.seconds || QUICK ? LOAD.seconds : 4 };
 const SCALE_TASKS = QUICK ? 10_000 : FULL.scaleTasks;
 /** GET runs per store size, the sizes taking turns; the median p99 is the size's figure. */
 const SCALE_ROUNDS = 3;
@@ -191,7 +202,7 @@ const results: Results = {
   command: `pnpm bench${process.argv.slice(2).filter((arg) => arg !== '--').map((arg) => ` ${arg}`).join('')}`,
   date: new Date(),
   quick: QUICK,
-  load: { ...LOAD, warmupSeconds: WARMUP.seconds },
+  load: { ...LOAD, warmupSeconds: WARMUP.seconds, rounds: ROUNDS, roundSeconds: ROUND_LOAD.seconds },
   ceilingBytes: 0,
   scenarios: [],
   scale: [],
@@ -216,12 +227,6 @@ let floor: NodeService | undefined;
 /** The floor with the server's own features (floor.ts --features), on its own copy of the store. */
 let featuredFloor: NodeService | undefined;
 let baseline: NodeService | undefined;
-/**
- * Server and floor measured in turns this many times per request the floor answers (every request with --baseline): the
- * targets are judged on the round with the median server/floor ratio, so that one slow spell of the machine does not
- * decide them (the same build's query/floor ratio ranged 0.73–0.93 between runs).
- */
-const ROUNDS = Math.max(1, Number(args.rounds ?? (QUICK ? 1 : 3)));
 /** A measured run with the process's CPU time per answer (µs): steadier than req/s on a machine shared with other loads. */
 async function measured(pid: number, url: string, script: string, load: Load, scriptArgs: string[] = []): Promise<WrkResult & { cpuUs: number }> {
   const before = cpuSecondsOf(pid);
@@ -403,6 +408,7 @@ try {
       let floorRun: (WrkResult & { cpuUs: number }) | undefined;
       let featuredRun: (WrkResult & { cpuUs: number }) | undefined;
       const rounds = scenario.floor || baseline ? ROUNDS : 1;
+      const load = rounds > 1 ? ROUND_LOAD : LOAD;
       for (let round = 1; round <= rounds; round++) {
         if (scenario.floor) {
           const sample = scenario.sample();
@@ -411,19 +417,19 @@ try {
           if (answer.status !== scenario.expect) throw new Error(`${scenario.name}: the floor answered ${answer.status}, not ${scenario.expect}`);
           log(`${scenario.name}: floor`);
           await runWrk(scenario.url(floor.url), scenario.script, WARMUP, argsFor('ceiling'));
-          floorRun = await measured(floor.pid, scenario.url(floor.url), scenario.script, LOAD, argsFor('ceiling'));
+          floorRun = await measured(floor.pid, scenario.url(floor.url), scenario.script, load, argsFor('ceiling'));
           log(`${scenario.name}: round ${round} floor ${Math.round(floorRun.rps)} req/s, p99 ${floorRun.p99Ms.toFixed(2)} ms, CPU ${floorRun.cpuUs.toFixed(1)} µs/answer`);
           if (floorRun.statusErrors + floorRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor gave ${floorRun.statusErrors} error answers, ${floorRun.socketErrors} socket errors`);
           log(`${scenario.name}: floor with the server's features`);
           await runWrk(scenario.url(featuredFloor.url), scenario.script, WARMUP, argsFor('ceiling'));
-          featuredRun = await measured(featuredFloor.pid, scenario.url(featuredFloor.url), scenario.script, LOAD, argsFor('ceiling'));
+          featuredRun = await measured(featuredFloor.pid, scenario.url(featuredFloor.url), scenario.script, load, argsFor('ceiling'));
           log(`${scenario.name}: round ${round} floor with features ${Math.round(featuredRun.rps)} req/s (${(featuredRun.rps / floorRun.rps).toFixed(2)} of the floor), CPU ${featuredRun.cpuUs.toFixed(1)} µs/answer`);
           if (featuredRun.statusErrors + featuredRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor with features gave ${featuredRun.statusErrors} error answers, ${featuredRun.socketErrors} socket errors`);
         }
         if (baseline) {
           log(`${scenario.name}: baseline`);
           await runWrk(scenario.url(baseline.url), scenario.script, WARMUP, argsFor('warmup'));
-          const run = await measured(baseline.pid, scenario.url(baseline.url), scenario.script, LOAD, argsFor('measured'));
+          const run = await measured(baseline.pid, scenario.url(baseline.url), scenario.script, load, argsFor('measured'));
           log(`${scenario.name}: round ${round} baseline ${Math.round(run.rps)} req/s, p99 ${run.p99Ms.toFixed(2)} ms, CPU ${run.cpuUs.toFixed(1)} µs/answer` + (floorRun ? ` (floor ${Math.round(floorRun.rps)} req/s, p99 ${floorRun.p99Ms.toFixed(2)} ms; baseline/floor ${(run.rps / floorRun.rps).toFixed(2)})` : '') + `, errors ${run.statusErrors + run.socketErrors}`);
         }
         const note = await scenario.prepare?.(ceilingRun);
@@ -434,7 +440,7 @@ try {
         log(`${scenario.name}: server`);
         const rssBeforeMb = memoryOf(server.pid).rssMb;
         const warmupRun = await runWrk(scenario.url(server.url), scenario.script, WARMUP, argsFor('warmup'));
-        const serverRun = await measured(server.pid, scenario.url(server.url), scenario.script, LOAD, argsFor('measured'));
+        const serverRun = await measured(server.pid, scenario.url(server.url), scenario.script, load, argsFor('measured'));
         // Requests wrk left in flight are still answered; let them finish before reading the store.
         await sleep(500);
         const rssAfterMb = memoryOf(server.pid).rssMb;

@@ -5,7 +5,7 @@
  * (a graceful stop is test/support's stopServerProcess).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, readSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -76,9 +76,9 @@ export function startNodeService(script: string, args: string[], env: Record<str
 /**
  * `node [nodeArgs] --import tsx <script> [args]` from apps/server; resolves once `ready` finds in its output
  * (stdout and stderr) the URL it serves ('' for none), rejects if it exits first, naming `awaited`.
- * `stdoutFile`: its standard output appended to that file, as an operator's `>> vidgen.log` would (what it appends read every 20 ms
- * until it is ready), not to a pipe this process reads: the server's log lines then cost it what they cost in
- * service, a write a turn to a file, and none of this process's CPU.
+ * `stdoutFile`: its standard output appended to that file, as an operator's `>> vidgen.log` would (what it appends read
+ * every 20 ms until it is ready; `output()` then gives the file's last MiB), not to a pipe this process reads: the
+ * server's log lines then cost it what they cost in service, a write a turn to a file, and none of this process's CPU.
  */
 export function startNodeProcess(
   script: string,
@@ -102,12 +102,28 @@ export function startNodeProcess(
   );
   if (stdoutFd !== undefined) closeSync(stdoutFd);
   let piped = '';
-  const output = () => (stdoutFile === undefined ? piped : readFileSync(stdoutFile).subarray(from).toString() + piped);
+  // The file's last MiB at most: a server logging a line a request writes gigabytes in a full run.
+  const output = () => {
+    if (stdoutFile === undefined) return piped;
+    const fd = openSync(stdoutFile, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      const start = Math.max(from, size - 1024 * 1024);
+      const tail = Buffer.alloc(size - start);
+      readSync(fd, tail, 0, tail.length, start);
+      return tail.toString() + piped;
+    } finally {
+      closeSync(fd);
+    }
+  };
   return new Promise((done, fail) => {
     let poll: NodeJS.Timeout | undefined;
+    let started = false;
     const check = () => {
+      if (started) return;
       const url = ready(output());
       if (url === undefined) return;
+      started = true;
       clearInterval(poll);
       done({ child, pid: child.pid!, url, output });
     };
@@ -120,7 +136,7 @@ export function startNodeProcess(
     if (stdoutFile !== undefined) poll = setInterval(check, 20);
     child.once('exit', (code, signal) => {
       clearInterval(poll);
-      fail(new Error(`${script} ${args.join(' ')} exited ${code ?? signal} before ${awaited}:\n${output()}`));
+      if (!started) fail(new Error(`${script} ${args.join(' ')} exited ${code ?? signal} before ${awaited}:\n${output()}`));
     });
   });
 }

@@ -77,7 +77,8 @@ export interface Results {
   command: string;
   date: Date;
   quick: boolean;
-  load: { threads: number; connections: number; seconds: number; warmupSeconds: number };
+  /** `rounds`, `roundSeconds`: the turns of server and floor per request the floor answers, and each measured run's length in them. */
+  load: { threads: number; connections: number; seconds: number; warmupSeconds: number; rounds?: number; roundSeconds?: number };
   ceilingBytes: number;
   scenarios: ScenarioResult[];
   scale: ScaleResult[];
@@ -196,6 +197,16 @@ export function judgeTargets(results: Results, full: { scaleTasks: number; rssRe
   return targets;
 }
 
+/** One row a request: a request measured in rounds by its round with the median server/floor ratio, in the order run. */
+function shownRounds(scenarios: ScenarioResult[]): ScenarioResult[] {
+  const shown = new Set<ScenarioResult>();
+  for (const name of new Set(scenarios.map((s) => s.name))) {
+    const rounds = scenarios.filter((s) => s.name === name);
+    shown.add(medianOf(rounds, (s) => (s.floor ? s.server.rps / s.floor.rps : s.server.rps))!);
+  }
+  return scenarios.filter((s) => shown.has(s));
+}
+
 /** The item whose `key` is the median of `items` (the lower of the middle two), or undefined when there is none. */
 function medianOf<T>(items: T[], key: (item: T) => number): T | undefined {
   return [...items].sort((a, b) => key(a) - key(b))[Math.floor((items.length - 1) / 2)];
@@ -223,7 +234,10 @@ export function renderReport(results: Results, targets: Target[]): string {
     `- date: ${results.date.toISOString()}`,
     `- command: \`${results.command}\` (from the repository root)`,
     `- load: \`wrk -t${load.threads} -c${load.connections} -d${load.seconds}s --latency\` per run, after a ${load.warmupSeconds} s warm-up of the same request` +
-      (load.threads === 1 ? ' (one wrk thread, so that the process measured keeps a core of its own)' : ''),
+      (load.threads === 1 ? ' (one wrk thread, so that the process measured keeps a core of its own)' : '') +
+      (load.rounds && load.rounds > 1
+        ? `; the requests the floor answers in ${load.rounds} rounds of \`-d${load.roundSeconds}s\` runs, the floor, the floor with features and the server taking turns in each (the HTTP table shows the round with the median server/floor ratio)`
+        : ''),
     '',
   );
 
@@ -232,7 +246,7 @@ export function renderReport(results: Results, targets: Target[]): string {
     out.push(
       markdownTable(
         ['request', 'req/s', 'p50', 'p99', 'ceiling req/s', 'ceiling p99', 'ratio', 'floor req/s', 'floor p99', 'floor ratio', 'floor with features req/s', 'server RSS before → after', 'answer', 'errors'],
-        results.scenarios.map((s) => [
+        shownRounds(results.scenarios).map((s) => [
           s.name,
           int(s.server.rps),
           ms(s.server.p50Ms),
