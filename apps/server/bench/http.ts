@@ -257,7 +257,8 @@ try {
   floor = await startNodeService('bench/http/floor.ts', [floorDb], {}, SERVER_NODE_ARGS);
   const featuredDb = join(work, 'featured-floor.db');
   copyFileSync(main.dbPath, featuredDb);
-  featuredFloor = await startNodeService('bench/http/floor.ts', [featuredDb, '--features'], {}, SERVER_NODE_ARGS);
+  // Its request lines to a file, as the server's.
+  featuredFloor = await startNodeService('bench/http/floor.ts', [featuredDb, '--features'], {}, SERVER_NODE_ARGS, { stdoutFile: join(work, 'featured-floor.log') });
   if (args.baseline) {
     const dir = join(work, 'baseline');
     mkdirSync(dir);

@@ -69,8 +69,14 @@ export interface NodeService {
  * itself, not a tsx wrapper, so that the pid is the server's) and resolves
  * once it prints `listening on http://…`; rejects if it exits first.
  */
-export function startNodeService(script: string, args: string[], env: Record<string, string>, nodeArgs: string[] = []): Promise<NodeService> {
-  return startNodeProcess(script, args, env, nodeArgs, (output) => /listening on (http:\/\/\S+)/.exec(output)?.[1], 'listening');
+export function startNodeService(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  nodeArgs: string[] = [],
+  options: { stdoutFile?: string } = {},
+): Promise<NodeService> {
+  return startNodeProcess(script, args, env, nodeArgs, (output) => /listening on (http:\/\/\S+)/.exec(output)?.[1], 'listening', options);
 }
 
 /**

@@ -32,8 +32,10 @@
  * what the server does around that work by its own choice or the contract's:
  * a correlation id on every answer (D2), the server's security and cache
  * headers (http/security-headers.ts), `Location` on a 202 (D1), the request
- * metrics (http/metrics.ts's RequestMetrics), and the usage totals kept as
- * running sums (store/sqlite/pending-usage.ts with the store's statements).
+ * metrics (http/metrics.ts's RequestMetrics), the usage totals kept as
+ * running sums (store/sqlite/pending-usage.ts with the store's statements),
+ * and the request's log line (the server's own: http/request-log.ts, written
+ * a turn at a time by log-destination.ts to standard output).
  * Between the two floors and the server, a run then says what those features
  * cost and what the server's own structure (routing, guards, the store's
  * interface) costs on top.
@@ -49,6 +51,10 @@ import { hashApiKey } from '../../src/domain/keys.js';
 import { checkSubmissionRules } from '../../src/domain/rules.js';
 import { readJson } from '../../src/http/middleware.js';
 import { RequestMetrics } from '../../src/http/metrics.js';
+import { requestLogWriter } from '../../src/http/request-log.js';
+import { turnBatchedDestination } from '../../src/log-destination.js';
+import { redactSecrets } from '../../src/logging.js';
+import pino from 'pino';
 import { jsonAnswerHeaders } from '../../src/http/security-headers.js';
 import { newCorrelationId, newRequestId } from '../../src/domain/ids.js';
 import { PendingUsage } from '../../src/store/sqlite/pending-usage.js';
@@ -70,6 +76,8 @@ const stored = FEATURES ? prepareStatements(db) : undefined;
 const usage = stored && new PendingUsage({ hourly: stored.addUsage, daily: stored.addUsageDaily });
 const group = new GroupCommit(db, usage);
 const requestMetrics = new RequestMetrics();
+// The server's request line (http/request-log.ts), written a turn at a time (log-destination.ts) to standard output.
+const logRequest = FEATURES ? requestLogWriter(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, turnBatchedDestination())) : undefined;
 const sql = {
   key: db.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
   task: db
@@ -118,14 +126,21 @@ type TaskRow = [
 type PageRow = [...TaskRow, webhookStatus: string | null, webhookAttempts: number | null, webhookLastAttemptAt: number | null];
 
 const accounts = new Map<string, string>();
-function accountOf(authorization: string | undefined): string | undefined {
+/** With --features: the key's id by its hash, for the log line (the floor itself needs only the account). */
+const keyIds = new Map<string, string>();
+const keyIdOf = db.prepare('SELECT id FROM api_keys WHERE hash = ?').pluck();
+function accountOf(c: Context): string | undefined {
+  const authorization = c.req.header('authorization');
   if (!authorization?.startsWith('Bearer ')) return undefined;
   const hash = hashApiKey(authorization.slice(7));
   let account = accounts.get(hash);
   if (account === undefined) {
     account = sql.key.get(hash) as string | undefined;
-    if (account !== undefined) accounts.set(hash, account);
+    if (account === undefined) return undefined;
+    accounts.set(hash, account);
+    if (FEATURES) keyIds.set(hash, keyIdOf.get(hash) as string);
   }
+  if (FEATURES) c.set('key' as never, { accountId: account, id: keyIds.get(hash)! } as never);
   return account;
 }
 
@@ -148,7 +163,19 @@ function reply(c: Context, started: number, route: string, body: unknown, status
   const headers = jsonAnswerHeaders(c.req.path, correlationId);
   if (location) headers.Location = location;
   const response = new Response(JSON.stringify(body), { status, headers });
-  requestMetrics.observe(c.req.method, route, status, (performance.now() - started) / 1000);
+  const seconds = (performance.now() - started) / 1000;
+  requestMetrics.observe(c.req.method, route, status, seconds);
+  const key = c.get('key' as never) as { accountId: string; id: string } | undefined;
+  logRequest?.({
+    correlationId,
+    method: c.req.method,
+    route,
+    path: redactSecrets(c.req.path),
+    status,
+    durationMs: Math.round(seconds * 1000 * 10) / 10,
+    accountId: key?.accountId,
+    keyId: key?.id,
+  });
   return response;
 }
 
@@ -156,7 +183,7 @@ const app = new Hono();
 app.get(`${BASE}/:id`, async (c) => {
   const started = performance.now();
   const route = `${BASE}/:id`;
-  const account = accountOf(c.req.header('authorization'));
+  const account = accountOf(c);
   if (!account) return reply(c, started, route, { success: false, error: { code: 'unauthorized' } }, 401);
   const t = await group.read(() => sql.task.get(account, c.req.param('id')) as TaskRow | undefined);
   if (!t) return reply(c, started, route, { success: false, error: { code: 'not_found' } }, 404);
@@ -186,7 +213,7 @@ const resource = (t: TaskRow | PageRow) => ({
 });
 app.get(BASE, async (c) => {
   const started = performance.now();
-  const account = accountOf(c.req.header('authorization'));
+  const account = accountOf(c);
   if (!account) return reply(c, started, BASE, { success: false, error: { code: 'unauthorized' } }, 401);
   const limit = 20;
   const rows = await group.read(() => sql.page.all(account, limit + 1) as PageRow[]);
@@ -197,7 +224,7 @@ app.get(BASE, async (c) => {
 });
 app.post(BASE, async (c) => {
   const started = performance.now();
-  const account = accountOf(c.req.header('authorization'));
+  const account = accountOf(c);
   if (!account) return reply(c, started, BASE, { success: false, error: { code: 'unauthorized' } }, 401);
   let body: unknown;
   try {

@@ -272,8 +272,10 @@ export function renderReport(results: Results, targets: Target[]): string {
       'is out of reach of any server doing the contract\'s work on this machine. "errors": answers other than the expected',
       'status (404 for the missing task, 2xx otherwise) plus socket errors and timeouts. "floor with features": the same floor',
       '(`floor.ts --features`) also doing, as cheaply as it can be done, what the server does around that work by its own',
-      'choice or the contract\'s: the correlation id, the security and cache headers, `Location`, the request metrics and',
-      'the usage totals; between the two floors and the server, what those features cost and what the server\'s structure costs.',
+      'choice or the contract\'s: the correlation id, the security and cache headers, `Location`, the request metrics,',
+      'the usage totals and the request\'s log line (the server\'s own code for it, to a file); between the two floors and the',
+      'server, what those features cost and what the server\'s structure costs. The servers measured log at the default level',
+      '(`info`, a line a request), appended to a file.',
       ...results.scenarios.filter((s) => s.note).map((s) => `${s.name}: ${s.note}`),
       '',
     );
