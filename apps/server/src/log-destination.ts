@@ -5,8 +5,9 @@
  * BENCHMARKS.md, thirteenth pass), and a turn of a loaded server answers several requests.
  *
  * Each line is encoded into one buffer as it comes (its UTF-8 bytes, once), and the buffer's bytes are written at
- * the turn's end: joining the lines as a string and writing that (pino's destination) measured ≈ 0.7 µs a line more,
- * most of it counting the UTF-8 bytes of the joined string, which the write then converts again (fourteenth pass).
+ * the turn's end: joining the lines as a string and writing that through pino's destination took ≈ 1 µs a request
+ * more in a profile of the loaded server (1.37 against 0.36 µs), most of it counting the UTF-8 bytes of the joined
+ * string, which the write then converted again (BENCHMARKS.md, fourteenth pass).
  * A full pipe (EAGAIN: standard output set non-blocking by its reader) is waited out, as pino's synchronous
  * destination does; any other failure to write throws, as it would there.
  *

@@ -2,8 +2,8 @@
  * The line logged for every request (frame.ts), written as `logger.info(line, 'request')` writes it: the same
  * fields in the same order after the level, time and the logger's bindings, the same message. pino's generic
  * writer walks the object, looks each key up among the serializers and stringifiers and escapes each value on its
- * own (≈ 0.7 µs a line here); a line of known fields is one template (≈ 0.25 µs): a task query answers in ≈ 35 µs
- * of CPU, and this runs for every request (BENCHMARKS.md, fourteenth pass).
+ * own (0.73 µs a line in a tight loop here); a line of known fields is one template (0.24 µs): a task query answers
+ * in ≈ 32 µs of CPU, and this runs for every request (BENCHMARKS.md, fourteenth pass).
  *
  * It is taken only for a logger pino writes plainly, which the service's is: no mixin, hooks, `formatters.log`,
  * redaction, serializer for these fields, nested key or message prefix, `msg` as the message key, and a stream
