@@ -75,6 +75,34 @@ describe('the request log line', () => {
     );
   });
 
+  it("is pino's line for each of a run of lines through one writer, fields repeated or not from one line to the next (fast-check)", () => {
+    // Few values for each field, so that consecutive lines share some and differ in others.
+    const few = (values: (string | undefined)[]) => fc.constantFrom(...values);
+    const line = fc.record({
+      correlationId: text,
+      method: few(['GET', 'POST']) as fc.Arbitrary<string>,
+      route: few(['/api/open/v1/video/generations', '/api/open/v1/video/generations/:id', 'unmatched']) as fc.Arbitrary<string>,
+      path: text,
+      status: fc.constantFrom(200, 202, 401, 404),
+      durationMs: fc.constantFrom(0, 0.4, 12.5),
+      accountId: few(['acc_1', 'acc_2', undefined]),
+      keyId: few(['key_1', 'key_2', undefined]),
+    });
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 30 }), (lines) => {
+        const fast = capturing();
+        const slow = capturing();
+        const write = requestLogWriter(fast.logger)!;
+        for (const each of lines) {
+          write(each);
+          slow.logger.info({ ...each }, 'request');
+        }
+        expect(fast.lines).toEqual(slow.lines);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it.each<[string, LoggerOptions]>([
     ['a mixin', { mixin: () => ({ extra: 1 }) }],
     ['redaction', { redact: ['path'] }],

