@@ -18,13 +18,18 @@ afterEach(() => {
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
+/** A logger writing through the destination into a new file: the file's path, its descriptor (the test closes it) and the logger. */
+function fileLogger() {
+  const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
+  dirs.push(dir);
+  const path = join(dir, 'out.log');
+  const fd = openSync(path, 'w');
+  return { path, fd, logger: pino({ base: null, timestamp: false }, turnBatchedDestination(fd)) };
+}
+
 describe('the log destination', () => {
   it("writes a turn's lines at its end, in the order they were made, all of them", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
-    dirs.push(dir);
-    const path = join(dir, 'out.log');
-    const fd = openSync(path, 'w');
-    const logger = pino({ base: null, timestamp: false }, turnBatchedDestination(fd));
+    const { path, fd, logger } = fileLogger();
     logger.info({ n: 1 }, 'first');
     logger.info({ n: 2 }, 'second');
     logger.warn({ n: 3 }, 'third');
@@ -40,11 +45,7 @@ describe('the log destination', () => {
   });
 
   it('keeps every byte and the order of a turn larger than its buffer, of a line larger than it, and of text in any script', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
-    dirs.push(dir);
-    const path = join(dir, 'out.log');
-    const fd = openSync(path, 'w');
-    const logger = pino({ base: null, timestamp: false }, turnBatchedDestination(fd));
+    const { path, fd, logger } = fileLogger();
     // 3,000 lines of ≈ 100 bytes (≈ 5 × the 64 KiB buffer), then a 200 KB line, then lines of 1-, 2-, 3- and 4-byte characters.
     const said: string[] = [];
     for (let i = 0; i < 3000; i++) said.push(`line ${i} ${'x'.repeat(i % 90)}`);

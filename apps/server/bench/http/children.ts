@@ -159,7 +159,7 @@ export function startInstantServer(
   env: Record<string, string>,
   options: { worker: boolean; nodeArgs?: string[]; logFile?: string },
 ): Promise<NodeService> {
-  return startNodeProcess(
+  return startNodeService(
     script,
     ['--role', 'all'],
     {
@@ -174,9 +174,7 @@ export function startInstantServer(
       VIDGEN_MAX_ACTIVE_TASKS: '0',
       VIDGEN_WORKER: String(options.worker),
     },
-    options.nodeArgs ?? [],
-    (output) => /listening on (http:\/\/\S+)/.exec(output)?.[1],
-    'listening',
+    options.nodeArgs,
     { stdoutFile: options.logFile },
   );
 }
