@@ -38,7 +38,20 @@ function writeAll(fd: number, bytes: Buffer, length: number): void {
   }
 }
 
-export function turnBatchedDestination(fd = 1): pino.DestinationStream {
+/**
+ * A destination that also takes a line as bytes put straight into its buffer (http/request-log.ts): no string is made
+ * for the line, nor encoded. A line so written is written with the turn's other lines, in the order they came.
+ */
+export interface LineBytesDestination extends pino.DestinationStream {
+  /** Where the turn's lines are gathered; a line's bytes go in from the offset `reserve()` gave. */
+  readonly bytes: Buffer;
+  /** Room for a line of at most `length` bytes (what is held written first if needed): its offset in `bytes`, or -1 when a line that long is never held. */
+  reserve(length: number): number;
+  /** The line reserved last ends at `end` (exclusive) in `bytes`. */
+  commit(end: number): void;
+}
+
+export function turnBatchedDestination(fd = 1): LineBytesDestination {
   const buffer = Buffer.allocUnsafeSlow(BUFFER_BYTES);
   let used = 0;
   let scheduled = false;
@@ -49,8 +62,24 @@ export function turnBatchedDestination(fd = 1): pino.DestinationStream {
     used = 0;
     writeAll(fd, buffer, length);
   };
+  const held = () => {
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
   process.on('exit', flush);
   return {
+    bytes: buffer,
+    reserve(length) {
+      if (length > BUFFER_BYTES) return -1;
+      if (used + length > BUFFER_BYTES) flush();
+      return used;
+    },
+    commit(end) {
+      used = end;
+      held();
+    },
     write(line: string) {
       // A UTF-16 code unit is at most 3 bytes of UTF-8: with that much room, the line fits whole.
       if (used + line.length * 3 > BUFFER_BYTES) {
@@ -62,10 +91,7 @@ export function turnBatchedDestination(fd = 1): pino.DestinationStream {
         }
       }
       used += buffer.write(line, used);
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
+      held();
     },
   };
 }

@@ -58,6 +58,36 @@ describe('the log destination', () => {
     closeSync(fd);
   });
 
+  it("takes a line's bytes put into its buffer in the order it takes lines as text, writing what it holds first when full", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
+    dirs.push(dir);
+    const path = join(dir, 'out.log');
+    const fd = openSync(path, 'w');
+    const destination = turnBatchedDestination(fd);
+    const asBytes = (line: string) => {
+      const at = destination.reserve(Buffer.byteLength(line));
+      expect(at).toBeGreaterThanOrEqual(0);
+      destination.commit(at + destination.bytes.write(line, at));
+    };
+    destination.write('text 1\n');
+    asBytes('bytes 2\n');
+    destination.write('text 3\n');
+    asBytes('bytes 4 ä\n');
+    expect(readFileSync(path, 'utf8')).toBe('');
+    await nextTurn();
+    expect(readFileSync(path, 'utf8')).toBe('text 1\nbytes 2\ntext 3\nbytes 4 ä\n');
+    // 64 KiB of lines as bytes, one byte over the buffer: the last one's room is made by writing the others first.
+    const line = `${'z'.repeat(1023)}\n`;
+    for (let i = 0; i < 65; i++) asBytes(line);
+    const before = Buffer.byteLength('text 1\nbytes 2\ntext 3\nbytes 4 ä\n');
+    expect(readFileSync(path).length).toBe(before + 64 * 1024);
+    await nextTurn();
+    expect(readFileSync(path).subarray(before).toString()).toBe(line.repeat(65));
+    // A line the buffer can never hold is refused: its writer sends it as text, which the destination writes whole.
+    expect(destination.reserve(64 * 1024 + 1)).toBe(-1);
+    closeSync(fd);
+  });
+
   it('waits out a full pipe: a burst many times its capacity reaches a reader that reads late, whole and in order', async () => {
     // process.stdout makes the pipe non-blocking, as main.ts's does: writes past its 64 KiB then fail with EAGAIN until
     // the reader catches up, and the reader here only starts once the child has begun its 4 MB burst.

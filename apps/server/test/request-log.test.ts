@@ -4,9 +4,13 @@
  * line; and redactSecrets' shortcut for text without a secret's prefix masks exactly what the replacements mask.
  */
 import fc from 'fast-check';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pino, { type LoggerOptions } from 'pino';
-import { describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { requestLogWriter, type RequestLine } from '../src/http/request-log.js';
+import { turnBatchedDestination } from '../src/log-destination.js';
 import { redactSecrets, withSafeErrors } from '../src/logging.js';
 
 /** A logger as main.ts makes it (a fixed time, so that two lines can be compared), writing into `lines`. */
@@ -116,6 +120,94 @@ describe('the request log line', () => {
   ])("is pino's own line for a logger with %s", (_name, options) => {
     const [fast, slow] = bothLines(ordinary, options);
     expect(fast).toBe(slow);
+  });
+
+  describe("through the service's destination (log-destination.ts), as main.ts makes its logger", () => {
+    const dirs: string[] = [];
+    afterEach(() => {
+      vi.useRealTimers();
+      for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+    });
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+    /** The service's logger writing into a new file through the destination, with the clock (`Date`) in the test's hands. */
+    function serviceLogger() {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      const dir = mkdtempSync(join(tmpdir(), 'vidgen-request-log-'));
+      dirs.push(dir);
+      const path = join(dir, 'out.log');
+      const fd = openSync(path, 'w');
+      const destination = turnBatchedDestination(fd);
+      const logger = withSafeErrors(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, destination));
+      return { destination, logger, lines: () => readFileSync(path, 'utf8').split(/(?<=\n)/), close: () => closeSync(fd) };
+    }
+    /** pino's lines for the same fields, at the same times (its own epoch time, which the service's logger uses). */
+    function pinoLines(lines: { at: number; line: RequestLine }[]): string[] {
+      const said: string[] = [];
+      const logger = withSafeErrors(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, { write: (line: string) => said.push(line) }));
+      for (const { at, line } of lines) {
+        vi.setSystemTime(at);
+        logger.info({ ...line }, 'request');
+      }
+      return said;
+    }
+
+    it("puts an ordinary line's bytes into the destination's buffer, no string written, and they are pino's line", async () => {
+      const { destination, logger, lines, close } = serviceLogger();
+      const asText = vi.spyOn(destination, 'write');
+      const commit = vi.spyOn(destination, 'commit');
+      vi.setSystemTime(1_790_000_000_123);
+      requestLogWriter(logger)!(ordinary);
+      expect(asText).not.toHaveBeenCalled();
+      expect(commit).toHaveBeenCalledTimes(1);
+      await nextTurn();
+      expect(lines()).toEqual(pinoLines([{ at: 1_790_000_000_123, line: ordinary }]));
+      close();
+    });
+
+    it("writes pino's line for each of a run of lines, times and fields repeated or not, any text in the id and path (fast-check)", async () => {
+      const few = (values: (string | undefined)[]) => fc.constantFrom(...values);
+      // Ids and paths mostly as the service makes them, some with what JSON escapes or what is not ASCII (those go the text way).
+      const idOrPath = fc.oneof(fc.constantFrom('01KB5Z5ZQ3M0T7W2EJ6H1Y9C8D', 'abc.DEF:_-9', '/api/open/v1/video/generations/gen_01KB5Z5ZQ3M0T7W2EJ6H1Y9C8D', '/x?y=1&z=%20', ''), text);
+      const entry = fc.record({
+        at: fc.integer({ min: 0, max: 4_102_444_800_000 }),
+        line: fc.record({
+          correlationId: idOrPath,
+          method: few(['GET', 'POST', 'DE"LETE']) as fc.Arbitrary<string>,
+          route: few(['/api/open/v1/video/generations', '/api/open/v1/video/generations/:id', 'unmatched', 'ü/"\\']) as fc.Arbitrary<string>,
+          path: idOrPath,
+          status: fc.constantFrom(200, 202, 401, 404, 500),
+          durationMs: fc.oneof(fc.constantFrom(0, 0.4, 12.5, 1234.5), fc.double(), fc.constantFrom(Number.NaN, Number.NEGATIVE_INFINITY, -0)),
+          accountId: few(['acc_1', 'acc_"2', undefined]),
+          keyId: few(['key_1', 'kéy_2', undefined]),
+        }),
+      });
+      await fc.assert(
+        fc.asyncProperty(fc.array(entry, { maxLength: 25 }), async (entries) => {
+          const { logger, lines, close } = serviceLogger();
+          const write = requestLogWriter(logger)!;
+          for (const { at, line } of entries) {
+            vi.setSystemTime(at);
+            write(line);
+          }
+          await nextTurn();
+          expect(entries.length ? lines() : []).toEqual(pinoLines(entries));
+          close();
+          vi.useRealTimers();
+        }),
+        { numRuns: 200 },
+      );
+    });
+
+    it("writes a line longer than the destination's buffer whole, pino's line", async () => {
+      const { logger, lines, close } = serviceLogger();
+      const long = { ...ordinary, path: `/api/open/v1/video/generations/${'x'.repeat(70_000)}` };
+      vi.setSystemTime(1_790_000_000_000);
+      requestLogWriter(logger)!(long);
+      await nextTurn();
+      expect(lines()).toEqual(pinoLines([{ at: 1_790_000_000_000, line: long }]));
+      close();
+    });
   });
 
   it('is not built when info lines are not written', () => {

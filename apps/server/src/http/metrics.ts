@@ -79,14 +79,22 @@ interface RouteRequests {
  * sets are bounded.
  */
 export class RequestMetrics {
-  private readonly routes = new Map<string, RouteRequests>();
+  /** By route, then method: both strings the same each time (the app's patterns, Node's methods), so each lookup finds its key by its kept hash, with no key string made per request. */
+  private readonly routes = new Map<string, Map<string, RouteRequests>>();
+  /** In the order first seen, for the text. */
+  private readonly entries: RouteRequests[] = [];
 
   observe(method: string, route: string, status: number, seconds: number): void {
-    const key = `${method} ${route}`;
-    let entry = this.routes.get(key);
+    let methods = this.routes.get(route);
+    if (!methods) {
+      methods = new Map();
+      this.routes.set(route, methods);
+    }
+    let entry = methods.get(method);
     if (!entry) {
       entry = { method, route, byStatus: new Map(), buckets: new Array<number>(LATENCY_BUCKETS.length + 1).fill(0), sum: 0 };
-      this.routes.set(key, entry);
+      methods.set(method, entry);
+      this.entries.push(entry);
     }
     entry.byStatus.set(status, (entry.byStatus.get(status) ?? 0) + 1);
     let bucket = 0;
@@ -102,7 +110,7 @@ export class RequestMetrics {
       '# HELP vidgen_http_request_duration_seconds HTTP request latency by method and route.',
       '# TYPE vidgen_http_request_duration_seconds histogram',
     ];
-    for (const { method, route, byStatus, buckets, sum } of this.routes.values()) {
+    for (const { method, route, byStatus, buckets, sum } of this.entries) {
       const labels = `method="${labelValue(method)}",route="${labelValue(route)}"`;
       for (const [status, count] of byStatus) counts.push(`vidgen_http_requests_total{${labels},status="${status}"} ${count}`);
       let below = 0;
