@@ -8,13 +8,15 @@
  *              [--only query,missing,list,models,submit,cancel] [--note TEXT]
  *              [--baseline DIR --rounds N] [--keep-store PATH]
  *
- * --baseline DIR: a second server from another copy of the sources (e.g. `cp -r src .baseline-src` before a change),
- * on a copy of the store, measured in turns with the server and the floor, --rounds times per request; every run
+ * --baseline DIR: a second server from another copy of the sources (e.g. `cp -r src .baseline-src` before a change;
+ * compiled as dist/ is, bench/http/compiled.ts), on a copy of the store, measured in turns with the server and the floor, --rounds times per request; every run
  * also reports the process's CPU time per answer (µs), steadier than req/s on a shared machine.
  *
  * 1. HTTP. The ceiling (bench/http/ceiling.ts: a bare Hono app on
  *    @hono/node-server answering the real server's answer for a succeeded task,
- *    bytes for bytes) and the server (`src/main.ts`, SQLite on a fresh data dir,
+ *    bytes for bytes) and the server (`dist/main.js`, as operators run it: the
+ *    benchmark's build of it, not the sources through tsx; the floor and the ceiling
+ *    compiled too, bench/http/compiled.ts), SQLite on a fresh data dir,
  *    rate limits and the active-task cap off, no worker: submitted tasks stay
  *    queued, so that submit measures the API and the store, not the renders,
  *    which the pipeline part measures) each take the same wrk load per request:
@@ -57,6 +59,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, startNodeService, type NodeService } from './http/children.js';
+import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
 import { cpuSecondsOf } from './http/cpu-cost.js';
 import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
@@ -160,7 +163,7 @@ async function createStore(dir: string): Promise<BenchStore> {
  * an operator's `>> vidgen.log` would (the CLI's runs stay silent: their standard output is their answer).
  */
 const startServer = (store: BenchStore, options: { worker: boolean; nodeArgs?: string[] }) =>
-  startInstantServer('src/main.ts', { ...store.env, VIDGEN_LOG_LEVEL: 'info' }, { ...options, logFile: join(store.dir, 'server.log') });
+  startInstantServer('dist/main.js', { ...store.env, VIDGEN_LOG_LEVEL: 'info' }, { ...options, logFile: join(store.dir, 'server.log') });
 
 async function makeSucceededTask(store: BenchStore): Promise<string> {
   const server = await startServer(store, { worker: true });
@@ -243,6 +246,8 @@ try {
   const auth = { Authorization: `Bearer ${main.key}` };
   log('making a succeeded task with the instant provider');
   const succeededId = await makeSucceededTask(main);
+  // The floor and the ceiling as compiled JavaScript, like the server's dist/ (bench/http/compiled.ts).
+  const compiledProcesses = compileBenchProcesses();
   const succeeded = readTemplate(main.dbPath, succeededId);
   seedTasks(main.dbPath, { template: succeeded, accountId: main.accountId, count: 999, newestAt: (succeeded.task.created_at as number) - 1 });
 
@@ -254,17 +259,17 @@ try {
     copyFileSync(main.dbPath, args['keep-store']);
     writeFileSync(`${args['keep-store']}.json`, JSON.stringify({ key: main.key, accountId: main.accountId, succeededId }));
   }
-  floor = await startNodeService('bench/http/floor.ts', [floorDb], {}, SERVER_NODE_ARGS);
+  floor = await startNodeService(compiledProcesses.floor, [floorDb], {}, SERVER_NODE_ARGS);
   const featuredDb = join(work, 'featured-floor.db');
   copyFileSync(main.dbPath, featuredDb);
   // Its request lines to a file, as the server's.
-  featuredFloor = await startNodeService('bench/http/floor.ts', [featuredDb, '--features'], {}, SERVER_NODE_ARGS, { stdoutFile: join(work, 'featured-floor.log') });
+  featuredFloor = await startNodeService(compiledProcesses.floor, [featuredDb, '--features'], {}, SERVER_NODE_ARGS, { stdoutFile: join(work, 'featured-floor.log') });
   if (args.baseline) {
     const dir = join(work, 'baseline');
     mkdirSync(dir);
     copyFileSync(main.dbPath, join(dir, 'vidgen.db'));
     const env = { VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${join(dir, 'vidgen.db')}`, VIDGEN_LOG_LEVEL: 'info' };
-    baseline = await startInstantServer(join(args.baseline, 'main.ts'), env, { worker: false, nodeArgs: SERVER_NODE_ARGS, logFile: join(dir, 'server.log') });
+    baseline = await startInstantServer(compileBaseline(args.baseline), env, { worker: false, nodeArgs: SERVER_NODE_ARGS, logFile: join(dir, 'server.log') });
     log(`baseline ${baseline.url} (pid ${baseline.pid}) from ${args.baseline}`);
   }
 
@@ -274,7 +279,7 @@ try {
   const ceilingBody = join(work, 'ceiling-body.json');
   writeFileSync(ceilingBody, taskAnswer);
   results.ceilingBytes = Buffer.byteLength(taskAnswer);
-  ceiling = await startNodeService('bench/http/ceiling.ts', [ceilingBody], {});
+  ceiling = await startNodeService(compiledProcesses.ceiling, [ceilingBody], {});
   log(`server ${server.url} (pid ${server.pid}), ceiling ${ceiling.url} (pid ${ceiling.pid}), floor ${floor.url} (pid ${floor.pid}), ${results.ceilingBytes} bytes per answer`);
 
   const scripts = join(work, 'scripts');

@@ -65,8 +65,8 @@ export interface NodeService {
 }
 
 /**
- * Starts `node [nodeArgs] --import tsx <script> [args]` from apps/server (node
- * itself, not a tsx wrapper, so that the pid is the server's) and resolves
+ * Starts `node [nodeArgs] [--import tsx] <script> [args]` from apps/server (node
+ * itself, not a tsx wrapper, so that the pid is the server's; tsx's loader for a `.ts` script only) and resolves
  * once it prints `listening on http://…`; rejects if it exits first.
  */
 export function startNodeService(
@@ -80,7 +80,7 @@ export function startNodeService(
 }
 
 /**
- * `node [nodeArgs] --import tsx <script> [args]` from apps/server; resolves once `ready` finds in its output
+ * `node [nodeArgs] [--import tsx] <script> [args]` from apps/server (tsx for a `.ts` script); resolves once `ready` finds in its output
  * (stdout and stderr) the URL it serves ('' for none), rejects if it exits first, naming `awaited`.
  * `stdoutFile`: its standard output appended to that file, as an operator's `>> vidgen.log` would (what it appends read
  * every 20 ms until it is ready; `output()` then gives the file's last MiB), not to a pipe this process reads: the
@@ -100,7 +100,8 @@ export function startNodeProcess(
   // What an earlier process wrote to the file is not this one's (its `listening on` least of all).
   const from = stdoutFd === undefined ? 0 : fstatSync(stdoutFd).size;
   const child = track(
-    spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
+    // TypeScript through tsx's loader; JavaScript (a build: dist/main.js, bench/http/compiled.ts's) as node runs it.
+    spawn(process.execPath, [...nodeArgs, ...(script.endsWith('.ts') ? ['--import', 'tsx'] : []), script, ...args], {
       cwd: SERVER_ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', stdoutFd ?? 'pipe', 'pipe'],

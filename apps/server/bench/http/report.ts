@@ -220,8 +220,8 @@ export function renderReport(results: Results, targets: Target[]): string {
   out.push(
     'Measured by `pnpm bench` (`apps/server/bench/http.ts`) in one run on one machine: a bare Hono app on',
     '@hono/node-server answering a fixed JSON body of a succeeded task’s size (the ceiling) and the real',
-    'server (SQLite, `src/main.ts`, rate limits off), driven by the same wrk with the same threads,',
-    'connections and duration; then the store at two sizes, the memory after many requests, and the',
+    'server (SQLite, `node dist/main.js` as operators run it, rate limits off), driven by the same wrk with the same threads,',
+    'connections and duration (the ceiling and the floors compiled by tsc like the server, not run through tsx); then the store at two sizes, the memory after many requests, and the',
     'pipeline with the `instant` provider (`bench/pipeline.ts`). Ratios in the HTTP table are to the ceiling of the same run; the targets\' to the floor and to SQLite\'s pipeline of the same run.',
     '',
   );
