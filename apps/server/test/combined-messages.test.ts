@@ -78,6 +78,18 @@ describe('the order of a combined message', () => {
     ]);
   });
 
+  it("puts the callers' statements needed once after all of theirs, each once (the same text and parameters), before the usage", () => {
+    const wake = (lane: string): Statement => ['wake', [lane]];
+    const withOnce = (name: string, key: string, once: Statement[]): Combinable => ({ ...caller(name, 1, key, [delta(key, 'm1', '10', [1, 0, 0, 0, 0, 0])]), once });
+    const statements = combinedStatements([withOnce('s1', 'acc_b', [wake('local')]), withOnce('s2', 'acc_a', [wake('instant')]), withOnce('s3', 'acc_a', [wake('local')])], usage, 0);
+    expect(statements.map(([text, params]) => `${text}${params.length ? ` ${params.slice(0, 2).join(' ')}` : ''}`)).toEqual([
+      's2 a', 's2 b', 's3 a', 's3 b', 's1 a', 's1 b',
+      // In the order the ordered callers first carry them: acc_a's before acc_b's.
+      'wake instant', 'wake local',
+      'hourly acc_a m1', 'hourly acc_b m1', 'daily acc_a m1', 'daily acc_b m1',
+    ]);
+  });
+
   /** A combiner over `send`, of at most 64 callers a message, on shard 0. */
   const combinerOver = (send: (statements: Statement[]) => Promise<void>, options: { lanes: number; answered: (error: unknown) => boolean }) =>
     new MessageCombiner({ send, usage, maxCallers: 64, shard: () => 0, ...options });
@@ -261,6 +273,28 @@ describe.skipIf(!hasPostgres)('combined messages on PostgreSQL', () => {
     expect(await first.store.usageHours({ accountId: 'acc_1', from: now, to: later(3_600_000) })).toEqual([
       { hourStart: now, model: 'vidgen-2.0', creditsCharged: 60, creditsRefunded: 0, succeeded: 6, failed: 0, cancelled: 0, secondsDelivered: 30 },
     ]);
+  });
+
+  it("wakes the lane's workers with one notice a combined message, however many of its submissions are for that lane", async () => {
+    const sent = vi.spyOn(pg(first) as unknown as { atomically: (statements: Statement[]) => Promise<unknown> }, 'atomically');
+    const listener = await pg(first).pool.connect();
+    const heard: string[] = [];
+    try {
+      listener.on('notification', (message) => message.channel === 'vidgen_jobs' && heard.push(message.payload ?? ''));
+      await listener.query('LISTEN vidgen_jobs');
+      const submitted = await submitAll(first, Array.from({ length: 5 }, (_, i) => at(task(`acc_${1 + (i % 2)}`, 10, later(i)), later(i))));
+      expect(submitted.map((outcome) => outcome.kind)).toEqual(Array(5).fill('created'));
+      const messages = sent.mock.calls.map(([statements]) => statements.map(([text]) => text));
+      expect(messages).toHaveLength(1);
+      expect(messages[0]!.filter((text) => text.includes('INSERT INTO tasks'))).toHaveLength(5);
+      expect(messages[0]!.filter((text) => text.includes("pg_notify('vidgen_jobs'"))).toHaveLength(1);
+      await until(() => heard.length > 0);
+      expect(heard).toEqual(['local']);
+    } finally {
+      sent.mockRestore();
+      await listener.query('UNLISTEN *');
+      listener.release();
+    }
   });
 
   it('starts concurrent tasks with one statement, each answered as its own start would be', async () => {

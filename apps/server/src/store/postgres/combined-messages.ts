@@ -35,9 +35,15 @@ export interface UsageDelta {
 export interface Combinable {
   /** The caller's transaction on its own. */
   alone: Statement[];
-  /** Its statements in a combined message: those of `alone` without its usage totals, which are `usage`. */
+  /** Its statements in a combined message: those of `alone` without its usage totals, which are `usage`, and without `once`. */
   together: Statement[];
   usage: UsageDelta[];
+  /**
+   * Statements of `alone` a combined message needs once however many of its callers carry them (the same text and
+   * parameters): a lane's wake-up, `pg_notify`, which PostgreSQL delivers once per transaction for the same channel
+   * and payload anyway. A submission's statements then lose one of four in a combined message.
+   */
+  once?: Statement[];
   /**
    * Where it goes in a combined message: 0, writes to rows of existing tasks (the task's own rows only), ordered by
    * `key`, the task's (or its delivery's) id; 1, a submission (rows of its own, then its account's balance), ordered
@@ -52,7 +58,10 @@ export interface UsageStatements {
   daily(key: { accountId: string; model: string; dayStart: Date }, counts: UsageDelta['counts'], shard: number): Statement;
 }
 
-/** The combined message's statements: callers in rank and key order, then the usage totals summed, hourly rows before daily ones. */
+/**
+ * The combined message's statements: callers in rank and key order, then their `once` statements each once (in the
+ * order first carried), then the usage totals summed, hourly rows before daily ones.
+ */
 export function combinedStatements(callers: Combinable[], usage: UsageStatements, shard: number): Statement[] {
   const ordered = callers
     .map((caller, arrival) => ({ caller, arrival }))
@@ -64,8 +73,14 @@ export function combinedStatements(callers: Combinable[], usage: UsageStatements
     add(hourly, `${delta.accountId}\u0000${delta.model}\u0000${delta.hourStart.toISOString()}`, { accountId: delta.accountId, model: delta.model, hourStart: delta.hourStart }, delta.counts);
     add(daily, `${delta.accountId}\u0000${delta.model}\u0000${delta.dayStart.toISOString()}`, { accountId: delta.accountId, model: delta.model, dayStart: delta.dayStart }, delta.counts);
   }
+  const once = new Map<string, Statement>();
+  for (const statement of ordered.flatMap((caller) => caller.once ?? [])) {
+    const id = JSON.stringify(statement);
+    if (!once.has(id)) once.set(id, statement);
+  }
   return [
     ...ordered.flatMap((caller) => caller.together),
+    ...once.values(),
     ...sortedValues(hourly).map(({ key, counts }) => usage.hourly(key, counts, shard)),
     ...sortedValues(daily).map(({ key, counts }) => usage.daily(key, counts, shard)),
   ];

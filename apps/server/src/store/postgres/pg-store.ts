@@ -636,11 +636,11 @@ export class PgStore implements Store {
       [SQL.insertTask, [task.id, task.accountId, TASK_STATES.queued, task.model, task.prompt, task.duration, task.aspectRatio, task.resolution, task.mode,
         JSON.stringify(task.mediaUrls), task.metadata === null ? null : JSON.stringify(task.metadata), task.webhookUrl, task.creditsCharged, task.deadlineAt, now,
         input.job.provider, input.job.maxAttempts]],
-      [SQL.wakeLane, [input.job.provider]],
       ...(idempotency ? [[SQL.storeIdempotentResponse, [task.accountId, idempotency.key, response.status, JSON.stringify(response.body)]] as Statement] : []),
     ];
     const activeCheck: Statement[] = input.maxActiveTasks ? [[SQL.requireActiveBelow, [task.accountId, input.maxActiveTasks]]] : [];
     const charge: Statement = [SQL.chargeWithLedger, [task.accountId, task.creditsCharged, task.id, now]];
+    const wake: Statement = [SQL.wakeLane, [input.job.provider]];
     const usage: UsageDelta = { accountId: task.accountId, model: task.model, hourStart, dayStart, counts: [task.creditsCharged, 0, 0, 0, 0, 0] };
     let outcome: SubmitOutcome;
     try {
@@ -648,7 +648,9 @@ export class PgStore implements Store {
         // Task, job, charge and checks: one round trip, one transaction.
         const response = input.respond(created);
         const together = [...ownRows(response), charge, ...activeCheck];
-        await this.combiner.send({ alone: [...together, ...this.usageStatements(usage)], together, usage: [usage], rank: 1, key: task.accountId });
+        // The lane's workers woken at commit: once per combined message (the same notice from each task of it).
+        const once: Statement[] = [wake];
+        await this.combiner.send({ alone: [...together, ...once, ...this.usageStatements(usage)], together, once, usage: [usage], rank: 1, key: task.accountId });
         return { kind: 'created', task: created, response };
       }
       outcome = await this.transaction(async (client, tx): Promise<SubmitOutcome> => {
@@ -668,7 +670,7 @@ export class PgStore implements Store {
         }
         // Answered once the key is this transaction's.
         const response = input.respond(created);
-        await this.commitWith(client, tx, [...ownRows(response), charge, ...activeCheck, ...this.usageStatements(usage)]);
+        await this.commitWith(client, tx, [...ownRows(response), wake, charge, ...activeCheck, ...this.usageStatements(usage)]);
         return { kind: 'created', task: created, response };
       });
     } catch (error) {
