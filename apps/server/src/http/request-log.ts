@@ -3,7 +3,9 @@
  * fields in the same order after the level, time and the logger's bindings, the same message. pino's generic
  * writer walks the object, looks each key up among the serializers and stringifiers and escapes each value on its
  * own (0.73 µs a line in a tight loop here); a line of known fields is one template (0.24 µs): a task query answers
- * in ≈ 32 µs of CPU, and this runs for every request (BENCHMARKS.md, fourteenth pass).
+ * in ≈ 32 µs of CPU, and this runs for every request (BENCHMARKS.md, fourteenth pass). Through the service's own
+ * destination (log-destination.ts) the line is not made as a string at all: its bytes go straight into the
+ * destination's buffer (`bytesWriter`; fifteenth pass).
  *
  * It is taken only for a logger pino writes plainly, which the service's is: no mixin, hooks, `formatters.log`,
  * redaction, serializer for these fields, nested key or message prefix, `msg` as the message key, and a stream
