@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, relative, resolve } from 'node:path';
-import { SERVER_ROOT } from './children.js';
+import { removeOnExit, SERVER_ROOT } from './children.js';
 
 const BUILD = join(SERVER_ROOT, '.bench-build');
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
@@ -32,8 +32,7 @@ function compile(name: string, rootDir: string, outDir: string, include: string[
 /** The floor and the ceiling compiled; their entry points, relative to apps/server. */
 export function compileBenchProcesses(): { floor: string; ceiling: string } {
   rmSync(BUILD, { recursive: true, force: true });
-  mkdirSync(BUILD, { recursive: true });
-  process.on('exit', () => rmSync(BUILD, { recursive: true, force: true }));
+  mkdirSync(removeOnExit(BUILD), { recursive: true });
   compile('processes', SERVER_ROOT, join(BUILD, 'processes'), ['bench/http/floor.ts', 'bench/http/ceiling.ts']);
   const at = (file: string) => relative(SERVER_ROOT, join(BUILD, 'processes', file));
   return { floor: at('bench/http/floor.js'), ceiling: at('bench/http/ceiling.js') };
