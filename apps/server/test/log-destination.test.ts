@@ -112,6 +112,31 @@ describe('the log destination', () => {
   });
 
   it.each([
+    ['process.exit in the same turn', 'process.exit(3)', 3],
+    ['an uncaught exception in the same turn', "throw new Error('boom')", 1],
+  ])("leaves no request line written as bytes behind on %s, in order with the text lines", async (_name, ending, code) => {
+    const script = [
+      "import pino from 'pino';",
+      "import { turnBatchedDestination } from './src/log-destination.ts';",
+      "import { requestLogWriter } from './src/http/request-log.ts';",
+      "const logger = pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, turnBatchedDestination());",
+      'const write = requestLogWriter(logger);',
+      'for (let i = 0; i < 500; i++) {',
+      "  write({ correlationId: `c${i}`, method: 'GET', route: '/r', path: `/r/${i}`, status: 200, durationMs: 0.1, accountId: 'acc_1', keyId: 'key_1' });",
+      "  logger.info({ i }, 'text');",
+      '}',
+      ending,
+    ].join('\n');
+    const outcome = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: join(import.meta.dirname, '..') }).then(
+      ({ stdout }) => ({ stdout, code: 0 }),
+      (error: { stdout: string; code: number }) => ({ stdout: error.stdout, code: error.code }),
+    );
+    expect(outcome.code).toBe(code);
+    const lines = outcome.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as { correlationId?: string; i?: number });
+    expect(lines.map((line) => line.correlationId ?? line.i)).toEqual(Array.from({ length: 500 }, (_, i) => [`c${i}`, i]).flat());
+  });
+
+  it.each([
     ['process.exit in the same turn', "process.exit(3)", 3],
     ['an uncaught exception in the same turn', "throw new Error('boom')", 1],
     ['the event loop running dry', '', 0],
