@@ -18,6 +18,13 @@ afterEach(() => {
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
+/** Runs `lines` as an ES module in a child node (with tsx, from apps/server): its standard output and exit code. */
+const runScript = (lines: string[]): Promise<{ stdout: string; code: number }> =>
+  promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', lines.join('\n')], { cwd: join(import.meta.dirname, '..') }).then(
+    ({ stdout }) => ({ stdout, code: 0 }),
+    (error: { stdout: string; code: number }) => ({ stdout: error.stdout, code: error.code }),
+  );
+
 /** A logger writing through the destination into a new file: the file's path, its descriptor (the test closes it) and the logger. */
 function fileLogger() {
   const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
@@ -126,11 +133,8 @@ describe('the log destination', () => {
       "  logger.info({ i }, 'text');",
       '}',
       ending,
-    ].join('\n');
-    const outcome = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: join(import.meta.dirname, '..') }).then(
-      ({ stdout }) => ({ stdout, code: 0 }),
-      (error: { stdout: string; code: number }) => ({ stdout: error.stdout, code: error.code }),
-    );
+    ];
+    const outcome = await runScript(script);
     expect(outcome.code).toBe(code);
     const lines = outcome.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as { correlationId?: string; i?: number });
     expect(lines.map((line) => line.correlationId ?? line.i)).toEqual(Array.from({ length: 500 }, (_, i) => [`c${i}`, i]).flat());
@@ -147,11 +151,8 @@ describe('the log destination', () => {
       'const logger = pino({ base: null, timestamp: false }, turnBatchedDestination());',
       "for (let i = 0; i < 500; i++) logger.info({ i }, 'line');",
       ending,
-    ].join('\n');
-    const outcome = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: join(import.meta.dirname, '..') }).then(
-      ({ stdout }) => ({ stdout, code: 0 }),
-      (error: { stdout: string; code: number }) => ({ stdout: error.stdout, code: error.code }),
-    );
+    ];
+    const outcome = await runScript(script);
     expect(outcome.code).toBe(code);
     const lines = outcome.stdout.trimEnd().split('\n').map((line) => (JSON.parse(line) as { i: number }).i);
     expect(lines).toEqual(Array.from({ length: 500 }, (_, i) => i));
