@@ -241,6 +241,40 @@ describe('usage totals of a batch (PendingUsage)', () => {
     expect(daily()).toEqual([[day, 'vidgen-2.0', 103, 1]]);
   });
 
+  it('keeps the totals of each account, model, hour and day of one batch apart', async () => {
+    const at = [day + 23 * H + 5, day + 24 * H + 5, day + 25 * H + 5];
+    const accounts = ['acc_1', 'acc_2'];
+    const models = ['vidgen-2.0', 'vidgen-2.0-fast'];
+    const writes: Promise<void>[] = [];
+    for (const [a, accountId] of accounts.entries()) {
+      for (const [m, model] of models.entries()) {
+        for (const [h, time] of at.entries()) {
+          // Distinct sums for every row: account × 100 + model × 10 + hour, twice.
+          for (const copy of [0, 1]) {
+            writes.push(group.write(() => {
+              insert(`${accountId}-${model}-${h}-${copy}`)();
+              usage.add(accountId, model, time, { credits_charged: (a + 1) * 100 + (m + 1) * 10 + h });
+            }));
+          }
+        }
+      }
+    }
+    await Promise.all(writes);
+    // 2 accounts × 2 models × 3 hours, and × 2 days (the first hour is the first day's last).
+    expect(upserts).toBe(12 + 8);
+    const rows = (table: string, key: string) =>
+      other.prepare(`SELECT account_id, ${key}, model, credits_charged FROM ${table} ORDER BY account_id, ${key}, model`).raw().all();
+    const expectedHourly = accounts.flatMap((accountId, a) =>
+      at.flatMap((time, h) => models.map((model, m) => [accountId, time - 5, model, 2 * ((a + 1) * 100 + (m + 1) * 10 + h)])),
+    );
+    expect(rows('usage_hourly', 'hour_start')).toEqual(expectedHourly);
+    const expectedDaily = accounts.flatMap((accountId, a) => [
+      ...models.map((model, m) => [accountId, day, model, 2 * ((a + 1) * 100 + (m + 1) * 10)]),
+      ...models.map((model, m) => [accountId, day + 24 * H, model, 2 * ((a + 1) * 100 + (m + 1) * 10 + 1) + 2 * ((a + 1) * 100 + (m + 1) * 10 + 2)]),
+    ]);
+    expect(rows('usage_daily', 'day_start')).toEqual(expectedDaily);
+  });
+
   it('counts nothing of a write that throws, and the rest of its batch', async () => {
     const failing = group.write(() => {
       adding(day, { credits_charged: 1000 }, 'x')();

@@ -25,10 +25,14 @@ interface Upsert {
 }
 
 export class PendingUsage implements BatchHooks {
-  /** Added by the write running now (kept when it is). */
-  private write: { accountId: string; model: string; hour: number; add: Partial<Record<UsageColumn, number>> }[] = [];
-  /** Added by the batch's kept writes, by account, model and hour. */
-  private readonly batch = new Map<string, Totals & { hour_start: number }>();
+  /** Added by the write running now (kept when it is); emptied, not replaced, after each write. */
+  private readonly write: { accountId: string; model: string; hour: number; add: Partial<Record<UsageColumn, number>> }[] = [];
+  /**
+   * Added by the batch's kept writes, by account, then model, then hour: maps of the strings and the number as they
+   * come, where one map by a key made of all three made and hashed a new string on every write (≈ 0.2 µs of a
+   * submission's, in a loop).
+   */
+  private readonly batch = new Map<string, Map<string, Map<number, Totals & { hour_start: number }>>>();
 
   /** The upserts of usage_hourly and usage_daily (named parameters: the totals, and `hour_start` or `day_start`). */
   constructor(private readonly upsert: { hourly: Upsert; daily: Upsert }) {}
@@ -41,11 +45,14 @@ export class PendingUsage implements BatchHooks {
   writeEnded(kept: boolean): void {
     if (kept) {
       for (const { accountId, model, hour, add } of this.write) {
-        const key = `${accountId}\u0000${model}\u0000${hour}`;
-        let totals = this.batch.get(key);
+        let byModel = this.batch.get(accountId);
+        if (!byModel) this.batch.set(accountId, (byModel = new Map()));
+        let byHour = byModel.get(model);
+        if (!byHour) byModel.set(model, (byHour = new Map()));
+        let totals = byHour.get(hour);
         if (!totals) {
           totals = { account_id: accountId, model, hour_start: hour, credits_charged: 0, credits_refunded: 0, succeeded: 0, failed: 0, cancelled: 0, seconds_delivered: 0 };
-          this.batch.set(key, totals);
+          byHour.set(hour, totals);
         }
         // Each column by name (a loop over the names is a keyed lookup per column, on every write).
         totals.credits_charged += add.credits_charged ?? 0;
@@ -56,7 +63,7 @@ export class PendingUsage implements BatchHooks {
         totals.seconds_delivered += add.seconds_delivered ?? 0;
       }
     }
-    this.write = [];
+    this.write.length = 0;
   }
 
   beforeCommit(): void {
@@ -64,25 +71,27 @@ export class PendingUsage implements BatchHooks {
   }
 
   batchEnded(): void {
-    this.write = [];
+    this.write.length = 0;
     this.batch.clear();
   }
 
   /** Writes the batch's totals so far (inside the batch's transaction): an hourly row each, and a daily row per account, model and day. */
   writeNow(): void {
-    if (this.batch.size === 0) return;
-    const days = new Map<string, Totals & { day_start: number }>();
-    for (const hourly of this.batch.values()) {
-      this.upsert.hourly.run(hourly);
-      const day = dayStart(hourly.hour_start);
-      const key = `${hourly.account_id}\u0000${hourly.model}\u0000${day}`;
-      const daily = days.get(key);
-      if (!daily) {
-        const { hour_start: _hour, ...totals } = hourly;
-        days.set(key, { ...totals, day_start: day });
-      } else for (const column of COLUMNS) daily[column] += hourly[column];
+    for (const byModel of this.batch.values()) {
+      for (const byHour of byModel.values()) {
+        const days = new Map<number, Totals & { day_start: number }>();
+        for (const hourly of byHour.values()) {
+          this.upsert.hourly.run(hourly);
+          const day = dayStart(hourly.hour_start);
+          const daily = days.get(day);
+          if (!daily) {
+            const { hour_start: _hour, ...totals } = hourly;
+            days.set(day, { ...totals, day_start: day });
+          } else for (const column of COLUMNS) daily[column] += hourly[column];
+        }
+        for (const daily of days.values()) this.upsert.daily.run(daily);
+      }
     }
-    for (const daily of days.values()) this.upsert.daily.run(daily);
     this.batch.clear();
   }
 }
