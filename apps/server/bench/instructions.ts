@@ -31,13 +31,13 @@
  * every measured process gets a fresh copy of it. Needs valgrind (`apt-get install valgrind`).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
-import { INSTANT_PROVIDERS, removeOnExit, runCli, SERVER_ROOT, startInstantServer, track } from './http/children.js';
+import { instantServerEnv, removeOnExit, runCli, SERVER_ROOT, startInstantServer, track } from './http/children.js';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 
 const { values: args } = parseArgs({
@@ -128,10 +128,7 @@ function valgrindPid(outFile: string): number {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (command[0]?.endsWith('valgrind.bin') || command[0]?.endsWith('memcheck-amd64-linux') || command[0]?.includes('callgrind')) {
-        if (command.includes(`--callgrind-out-file=${outFile}`)) return Number(entry);
-      }
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(`--callgrind-out-file=${outFile}`)) return Number(entry);
     } catch {
       // gone
     }
@@ -205,19 +202,7 @@ async function main(): Promise<void> {
   }
 
   const processes: Process[] = ['floor', 'features', 'server', ...(baselineMain ? (['baseline'] as const) : [])];
-  const serverEnv = (dir: string, db: string) => ({
-    VIDGEN_DATA_DIR: dir,
-    VIDGEN_DATABASE_URL: `sqlite:${db}`,
-    VIDGEN_LOG_LEVEL: 'info',
-    NODE_ENV: 'production',
-    VIDGEN_DEV_BOOTSTRAP: 'false',
-    PORT: '0',
-    VIDGEN_PROVIDERS: INSTANT_PROVIDERS,
-    VIDGEN_RATE_LIMIT_SUBMITS: '0',
-    VIDGEN_RATE_LIMIT_READS: '0',
-    VIDGEN_MAX_ACTIVE_TASKS: '0',
-    VIDGEN_WORKER: 'false',
-  });
+  const serverEnv = (dir: string, db: string) => instantServerEnv({ VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${db}`, VIDGEN_LOG_LEVEL: 'info' }, false);
   const results = new Map<string, number[]>();
   let run = 0;
   for (const kind of KINDS) {
@@ -227,7 +212,7 @@ async function main(): Promise<void> {
         const dir = join(work, `run-${run}`);
         mkdirSync(dir);
         // The output files' secret and the like, as the store's own directory has them.
-        for (const entry of readdirSync(storeDir)) if (!entry.startsWith('vidgen.db')) execFileSync('cp', ['-r', join(storeDir, entry), dir]);
+        for (const entry of readdirSync(storeDir)) if (!entry.startsWith('vidgen.db')) cpSync(join(storeDir, entry), join(dir, entry), { recursive: true });
         const db = join(dir, 'vidgen.db');
         copyFileSync(dbPath, db);
         const outFile = join(dir, 'callgrind.out');

@@ -151,8 +151,22 @@ export function startNodeProcess(
 /** Every model on the instant provider (a prepared MP4 at once): the pipeline without a renderer. */
 export const INSTANT_PROVIDERS = '{"vidgen-2.0":"instant","vidgen-2.0-fast":"instant","vidgen-1.5-pro":"instant"}';
 
+/** A store's environment for a server with a port from the OS, every model on the instant provider, no limits, and a worker or not. */
+export const instantServerEnv = (env: Record<string, string>, worker: boolean): Record<string, string> => ({
+  ...env,
+  NODE_ENV: 'production',
+  VIDGEN_DEV_BOOTSTRAP: 'false',
+  PORT: '0',
+  HOST: '127.0.0.1',
+  VIDGEN_PROVIDERS: INSTANT_PROVIDERS,
+  VIDGEN_RATE_LIMIT_SUBMITS: '0',
+  VIDGEN_RATE_LIMIT_READS: '0',
+  VIDGEN_MAX_ACTIVE_TASKS: '0',
+  VIDGEN_WORKER: String(worker),
+});
+
 /**
- * The server `script` on a store's environment: a port from the OS, every model on the instant provider, no limits.
+ * The server `script` on a store's environment (`instantServerEnv`).
  * `logFile`: its log lines (at the level `env` gives) appended there; without it, standard output is a pipe.
  */
 export function startInstantServer(
@@ -160,24 +174,7 @@ export function startInstantServer(
   env: Record<string, string>,
   options: { worker: boolean; nodeArgs?: string[]; logFile?: string },
 ): Promise<NodeService> {
-  return startNodeService(
-    script,
-    ['--role', 'all'],
-    {
-      ...env,
-      NODE_ENV: 'production',
-      VIDGEN_DEV_BOOTSTRAP: 'false',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      VIDGEN_PROVIDERS: INSTANT_PROVIDERS,
-      VIDGEN_RATE_LIMIT_SUBMITS: '0',
-      VIDGEN_RATE_LIMIT_READS: '0',
-      VIDGEN_MAX_ACTIVE_TASKS: '0',
-      VIDGEN_WORKER: String(options.worker),
-    },
-    options.nodeArgs,
-    { stdoutFile: options.logFile },
-  );
+  return startNodeService(script, ['--role', 'all'], instantServerEnv(env, options.worker), options.nodeArgs, { stdoutFile: options.logFile });
 }
 
 /** Resident set size of a live process in MB (VmRSS), and its peak (VmHWM). */
