@@ -3,7 +3,10 @@
  * the server (and a `--baseline` copy of the sources), each answering exactly the same requests.
  *
  *   pnpm --filter @vidgen/server bench:instructions [-- --only query,submit --requests 10000 --warmup 10000
- *                                                      --concurrency 1 --repeat 1 --baseline DIR]
+ *                                                      --concurrency 1 --repeat 1 --baseline DIR --keep-dumps DIR]
+ *
+ * `--keep-dumps DIR`: each process's callgrind dump of the measured requests kept there as `<request>-<process>-<n>.out`,
+ * for `callgrind_annotate` (native code by function: SQLite, V8, libuv; JavaScript shows as addresses).
  *
  * Why: on this project's hosts a wall-clock run of the same build varies by ± 10–15 % from minute to minute
  * (BENCHMARKS.md), so a change worth a microsecond of a request's ≈ 30–60 cannot be told from noise by `pnpm bench`,
@@ -50,6 +53,7 @@ const { values: args } = parseArgs({
     repeat: { type: 'string' },
     baseline: { type: 'string' },
     'warm-all': { type: 'boolean' },
+    'keep-dumps': { type: 'string' },
   },
 });
 
@@ -235,6 +239,10 @@ async function main(): Promise<void> {
           await stopServerProcess(started.child, 60_000);
         }
         const perRequest = dumpedInstructions(outFile) / REQUESTS;
+        if (args['keep-dumps']) {
+          mkdirSync(args['keep-dumps'], { recursive: true });
+          copyFileSync(`${outFile}.1`, join(args['keep-dumps'], `${kind}-${name}-${repeat + 1}.out`));
+        }
         const label = `${kind} ${name}`;
         results.set(label, [...(results.get(label) ?? []), perRequest]);
         log(`${label}: ${Math.round(perRequest).toLocaleString('en-US')} instructions a request`);
