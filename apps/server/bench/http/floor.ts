@@ -8,8 +8,9 @@
  * limit, scope check or idempotency, and a key, once found, kept for good.
  *
  * - GET  …/generations/:id  the key's SHA-256, the task's row by account and
- *   id (raw arrays, a prepared statement, the turn's read transaction of the
- *   server's group commit), the output URL signed, the task's JSON; 404
+ *   id with its webhook's progress (raw arrays, a prepared statement, the turn's
+ *   read transaction of the server's group commit), the output URL signed, the
+ *   task's JSON; 404
  *   without one.
  * - POST …/generations      the key, the JSON body read as the contract
  *   requires (the server's readJson: strict UTF-8, since a prompt must come
@@ -80,11 +81,14 @@ const requestMetrics = new RequestMetrics();
 const logRequest = FEATURES ? requestLogWriter(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, turnBatchedDestination())) : undefined;
 const sql = {
   key: db.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
+  // The task and its webhook's progress (a task with a webhook shows its delivery's status, attempts and last attempt),
+  // as the server's view joins them: without the join the floor could not answer such a task.
   task: db
     .prepare(
-      `SELECT id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, credits_charged, credits_refunded,
-              output_key, output_expires_at, created_at, updated_at, completed_at
-       FROM tasks WHERE account_id = ? AND id = ?`,
+      `SELECT t.id, t.status, t.model, t.prompt, t.duration, t.aspect_ratio, t.resolution, t.mode, t.media_urls, t.metadata, t.credits_charged,
+              t.credits_refunded, t.output_key, t.output_expires_at, t.created_at, t.updated_at, t.completed_at, d.status, d.attempts, d.last_attempt_at
+       FROM tasks t LEFT JOIN webhook_deliveries d ON d.task_id = t.id
+       WHERE t.account_id = ? AND t.id = ?`,
     )
     .raw(true),
   // The first page of the list: the same columns as the query and the webhook's progress (the server's view joins it),
@@ -115,14 +119,14 @@ const sql = {
 };
 const validateSubmission = bodyValidator<RequestBody<'submitGeneration'>>('submitGeneration');
 
-/** The columns `sql.task` reads, in order. */
+/** A task's own columns, in the order `sql.task` and `sql.page` read them. */
 type TaskRow = [
   id: string, status: string, model: string, prompt: string, duration: number, aspectRatio: string, resolution: string, mode: string,
   mediaUrls: string, metadata: string | null, creditsCharged: number, creditsRefunded: number,
   outputKey: string | null, outputExpiresAt: number | null, createdAt: number, updatedAt: number, completedAt: number | null,
 ];
 
-/** `sql.page`'s columns: `TaskRow`'s, then the webhook's status, attempts and last attempt (null without one). */
+/** `sql.task`'s and `sql.page`'s columns: `TaskRow`'s, then the webhook's status, attempts and last attempt (null without one). */
 type PageRow = [...TaskRow, webhookStatus: string | null, webhookAttempts: number | null, webhookLastAttemptAt: number | null];
 
 const accounts = new Map<string, string>();
@@ -185,12 +189,12 @@ app.get(`${BASE}/:id`, async (c) => {
   const route = `${BASE}/:id`;
   const account = accountOf(c);
   if (!account) return reply(c, started, route, { success: false, error: { code: 'unauthorized' } }, 401);
-  const t = await group.read(() => sql.task.get(account, c.req.param('id')) as TaskRow | undefined);
+  const t = await group.read(() => sql.task.get(account, c.req.param('id')) as PageRow | undefined);
   if (!t) return reply(c, started, route, { success: false, error: { code: 'not_found' } }, 404);
   return reply(c, started, route, resource(t), 200);
 });
-/** A task row (`sql.task`'s columns, then the webhook's status, attempts and last attempt of `sql.page`) as the API shows it. */
-const resource = (t: TaskRow | PageRow) => ({
+/** A task row (`sql.task`'s and `sql.page`'s columns) as the API shows it. */
+const resource = (t: PageRow) => ({
   success: true,
   requestId: t[0],
   model: t[2],
@@ -205,7 +209,7 @@ const resource = (t: TaskRow | PageRow) => ({
   creditsRefunded: t[11],
   createdAt: iso(t[14]),
   updatedAt: iso(t[15]),
-  ...(t.length > 17 && t[17] !== null ? { webhook: { status: t[17], attempts: t[18], lastAttemptAt: iso(t[19] ?? null) } } : {}),
+  ...(t[17] !== null ? { webhook: { status: t[17], attempts: t[18], lastAttemptAt: iso(t[19] ?? null) } } : {}),
   status: t[1],
   output: t[12] === null || t[13] === null ? null : { type: 'video', url: signed(t[12], t[13]), expiresAt: iso(t[13]) },
   error: null,
