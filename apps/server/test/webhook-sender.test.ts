@@ -127,6 +127,8 @@ describe('webhook sender', () => {
         if (path === '/busy') return res.writeHead(429, { 'retry-after': '7' }).end('slow down');
         if (path === '/down') return res.writeHead(503, { 'retry-after': 'Wed, 01 Jan 2025 00:01:00 GMT' }).end();
         if (path === '/slow') return void setTimeout(() => res.writeHead(200).end('ok'), 200);
+        // A 2xx whose body never ends.
+        if (path === '/stall') return void res.writeHead(200).write('partial');
         // The receiver closes a kept connection as it is reused: only a connection's first request is answered.
         if (path === '/first-on-connection') {
           if (answeredOn.has(req.socket)) return req.socket.destroy();
@@ -241,6 +243,18 @@ describe('webhook sender', () => {
     expect(result).toMatchObject({ outcome: 'retry', error: 'timed out after 300 ms' });
     expect(result).not.toHaveProperty('status');
     expect(received.map((r) => r.path)).toEqual(['/hang']);
+  });
+
+  it('counts a 2xx whose body never ends as delivered, the attempt cut at timeoutMs', async () => {
+    const result = await send('/stall', { timeoutMs: 300 });
+    expect(result).toMatchObject({ outcome: 'delivered', status: 200 });
+    expect(result.durationMs).toBeGreaterThanOrEqual(250);
+  });
+
+  it('sends nothing when the caller has aborted already', async () => {
+    const result = await sender().send({ url: fixture.url('/status/200'), id, body, secrets: [SECRET], signal: AbortSignal.abort() });
+    expect(result).toMatchObject({ outcome: 'retry', error: 'cancelled' });
+    expect(received).toEqual([]);
   });
 
   it('gives up when the caller aborts', async () => {
