@@ -574,7 +574,7 @@ try {
       rows,
       description:
         `\`bench/pipeline.ts ${pipelineArgs.join(' ')}\`: one server (\`--role all\`) per store with the instant provider and webhooks to an HTTPS ` +
-        `receiver on loopback; tasks/s from the first of ${PIPELINE.tasks} submits (${PIPELINE.concurrency} clients), after ${PIPELINE.warmup} tasks of warm-up as loaded, ` +
+        `receiver on loopback; tasks/s from the first of ${PIPELINE.tasks} submits (${PIPELINE.concurrency} clients), after ${PIPELINE.warmup} tasks of warm-up as loaded through each api process (the split topology's two: twice as many), ` +
         `to the last webhook received` +
         (PIPELINE.rounds > 1 ? `, the median of ${PIPELINE.rounds} rounds in which the stores and topologies take turns, each on a fresh store (every round's figure beside it)` : '') +
         `; ` +

@@ -14,8 +14,9 @@
  *
  * - throughput: `--tasks` submitted by `--concurrency` clients as fast as they
  *   are answered; tasks/s from the first submit to the last webhook received. Before them `--warmup` tasks go
- *   through as loaded, uncounted: a server's first few thousand tasks run slower (SQLite: 600 tasks/s after 20 of
- *   warm-up, 740 after 1,000, 1,000 after 4,000, on 2,000 measured), and a service runs warm.
+ *   through each api process as loaded, uncounted: a server's first few thousand tasks run slower (SQLite: 600
+ *   tasks/s after 20 of warm-up, 740 after 1,000, 1,000 after 4,000, on 2,000 measured), and a service runs warm.
+ *   The split topology's submits alternate between its two api processes, so it is warmed with twice `--warmup`.
  * - what a task costs its store over the throughput window (bench/http/store-cost.ts): transactions,
  *   statements, round trips and WAL bytes per task, and the statements sent most often.
  * - `--stores sqlite,postgres` and `--topologies all,split`: `all` is one `--role all` process per
@@ -198,11 +199,15 @@ async function measure(name: string, database: Config['database'], topology: Top
   try {
     // Warm-up, as loaded as the measured run: the instant provider prepares its MP4, connections open, and the
     // server's hot code is compiled by V8's optimising tiers (a few thousand calls each; 20 tasks left the first
-    // seconds of the run to that). The same for every store.
+    // seconds of the run to that). The same for every store, and for every process: `--warmup` tasks through each api
+    // process (and as many through each worker), so the split topology's four processes get twice as many between them
+    // as the one `all` process. With the same total they each had half its warm-up, and V8's compiler threads were
+    // still busy in the measured window (the api processes' other threads 0.24 ms a task against 0.05, eighteenth pass).
+    const warmup = WARMUP * baseUrls.length;
     let warmed = 0;
     await Promise.all(
-      Array.from({ length: Math.min(CONCURRENCY, WARMUP) }, async () => {
-        while (warmed < WARMUP) {
+      Array.from({ length: Math.min(CONCURRENCY, warmup) }, async () => {
+        while (warmed < warmup) {
           warmed++;
           await delivered(await submit());
         }
