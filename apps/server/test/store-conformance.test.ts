@@ -551,6 +551,26 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       expect(await queue().countJobs()).toMatchObject({ available: 0, leased: 0, done: 1 });
     });
 
+    it('starts what it claims when asked, each task answered as a start answers it; a task it cannot start comes without one', async () => {
+      const first = await submit(10, later(1));
+      const second = await submit(10, later(2));
+      await store().cancelTask({ accountId: 'acc_1', id: second.id, now: later(3) });
+      const jobs = await queue().claim({ workerId: 'worker_test', now: later(10), leaseMs: LEASE_MS, provider: 'local', limit: 10, start: true });
+      expect(jobs[0]).toMatchObject({ taskId: first.id, kind: 'generate', started: { id: first.id, status: 'processing', updatedAt: later(10) } });
+      expect(jobs[0]!.started).toEqual(await store().findTask(first.id));
+      // A task cancelled while queued: PostgreSQL's claim does not take its job, SQLite's does and leaves it unstarted.
+      if (jobsEndWithTask) expect(jobs).toHaveLength(1);
+      else expect(jobs[1]).toMatchObject({ taskId: second.id, kind: 'generate' });
+      expect(jobs[1]?.started).toBeUndefined();
+      expect((await store().findTask(second.id))!.status).toBe('cancelled');
+      // Not asked: nothing started.
+      const third = await submit(10, later(11));
+      const [plain] = await queue().claim({ workerId: 'worker_test', now: later(12), leaseMs: LEASE_MS, provider: 'local', limit: 10 });
+      expect(plain).toMatchObject({ taskId: third.id });
+      expect(plain!.started).toBeUndefined();
+      expect((await store().findTask(third.id))!.status).toBe('queued');
+    });
+
     it("completes the claim's job with its task when the task succeeds, and leaves it when the task is discarded", async () => {
       const out = (id: string) => ({ id, now, outputKey: `${id}.mp4`, outputUrl: 'https://files.example.com/x', outputExpiresAt: later(3600_000) });
       const { id } = await submit(10);

@@ -52,4 +52,24 @@ describe('in-process task events', () => {
     events.publish('gen_a', 'succeeded');
     expect(seen).toEqual(['back succeeded']);
   });
+
+  it('tells a cancel to a listener that subscribes within recentCancelMs after it, and no other status', () => {
+    let clock = 1_000;
+    const events = createInProcessTaskEvents({ recentCancelMs: 30_000, now: () => clock });
+    const seen: string[] = [];
+    events.publish('gen_a', 'processing');
+    events.publish('gen_b', 'cancelled');
+    events.publish('gen_c', 'cancelled');
+    clock += 29_999;
+    events.subscribe('gen_a', (status) => seen.push(`a ${status}`));
+    events.subscribe('gen_b', (status) => seen.push(`b ${status}`));
+    clock += 1;
+    events.subscribe('gen_c', (status) => seen.push(`c ${status}`));
+    expect(seen).toEqual(['b cancelled']);
+    // Pruned once older than recentCancelMs: a later cancel of another task takes the old ones out.
+    events.publish('gen_d', 'cancelled');
+    clock -= 20_000;
+    events.subscribe('gen_b', (status) => seen.push(`b again ${status}`));
+    expect(seen).toEqual(['b cancelled']);
+  });
 });

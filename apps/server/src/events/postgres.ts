@@ -43,23 +43,8 @@ export function createPostgresTaskEvents(options: {
   /** Time for recentCancelMs (tests). */
   now?: () => number;
 }): ListeningTaskEvents {
-  const local = createInProcessTaskEvents();
-  const now = options.now ?? Date.now;
-  const recentCancelMs = options.recentCancelMs ?? 30_000;
-  /** Tasks cancelled in the last recentCancelMs, by id, in the order heard (a Map keeps it): pruned from the oldest. */
-  const recentCancels = new Map<string, number>();
-  const publish = (requestId: string, status: string) => {
-    if (status === 'cancelled') {
-      const at = now();
-      recentCancels.delete(requestId);
-      recentCancels.set(requestId, at);
-      for (const [id, heardAt] of recentCancels) {
-        if (heardAt > at - recentCancelMs) break;
-        recentCancels.delete(id);
-      }
-    }
-    local.publish(requestId, status);
-  };
+  const local = createInProcessTaskEvents({ recentCancelMs: options.recentCancelMs, now: options.now });
+  const publish = (requestId: string, status: string) => local.publish(requestId, status);
   const handlers: Record<string, (payload: string) => void> = { ...options.channels };
   if (options.statuses === 'every') {
     handlers[TASK_STATUS_CHANNEL] = (payload) => {
@@ -125,12 +110,7 @@ export function createPostgresTaskEvents(options: {
   return {
     ready,
     publish,
-    subscribe(requestId, listener) {
-      const unsubscribe = local.subscribe(requestId, listener);
-      const cancelledAt = recentCancels.get(requestId);
-      if (cancelledAt !== undefined && cancelledAt > now() - recentCancelMs) listener('cancelled');
-      return unsubscribe;
-    },
+    subscribe: (requestId, listener) => local.subscribe(requestId, listener),
     async close() {
       closed = true;
       const current = client;

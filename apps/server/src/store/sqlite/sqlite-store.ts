@@ -391,12 +391,14 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
-    return this.group.write(() => {
-      if (this.sql.startTask.run({ id: input.id, now: ms(input.now) }).changes === 0) {
-        return { kind: 'not_startable', status: (this.sql.selectTaskById.get(input.id) as Row | undefined)?.status };
-      }
-      return { kind: 'started', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
-    });
+    return this.group.write(() => this.startTaskNow(input.id, input.now));
+  }
+
+  private startTaskNow(id: string, now: Date): StartOutcome {
+    if (this.sql.startTask.run({ id, now: ms(now) }).changes === 0) {
+      return { kind: 'not_startable', status: (this.sql.selectTaskById.get(id) as Row | undefined)?.status };
+    }
+    return { kind: 'started', task: toTask(this.sql.selectTaskById.get(id) as Row) };
   }
 
   completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): Promise<CompleteOutcome> {
@@ -718,7 +720,12 @@ export class SqliteStore implements Store, JobQueue {
 
   // --- JobQueue -------------------------------------------------------------
 
-  claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number }): Promise<Job[]> {
+  /**
+   * `start`: each claimed generation job's task started in the claim's own write, as Store.startTask would (Job.started),
+   * as PostgreSQL's claim does: a write, its savepoint and its promise fewer a task. A task that cannot be started (it
+   * was cancelled while queued) comes without `started`, and the worker finds that out from startTask as before.
+   */
+  claim(input: { workerId: string; now: Date; leaseMs: number; provider: string; limit: number; start?: boolean }): Promise<Job[]> {
     if (input.limit < 1) return Promise.resolve([]);
     return this.group.write(() => {
       const rows = this.sql.claimJobs.all({
@@ -729,7 +736,13 @@ export class SqliteStore implements Store, JobQueue {
         limit: input.limit,
       }) as Row[];
       // RETURNING gives no order: oldest first, as picked.
-      return rows.sort((a, b) => a.run_at - b.run_at || a.id - b.id).map(toJob);
+      const jobs = rows.sort((a, b) => a.run_at - b.run_at || a.id - b.id).map(toJob);
+      if (!input.start) return jobs;
+      return jobs.map((job) => {
+        if (job.kind !== 'generate') return job;
+        const started = this.startTaskNow(job.taskId, input.now);
+        return started.kind === 'started' ? { ...job, started: started.task } : job;
+      });
     });
   }
 
