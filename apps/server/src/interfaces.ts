@@ -30,9 +30,9 @@ export const systemClock: Clock = {
 export interface TaskEvents {
   publish(requestId: string, status: string): void;
   /**
-   * Calls `listener` on every status change of the task until the returned function is called. Across processes
-   * (PostgreSQL), a cancel announced in the last seconds before the subscription is told at once as well: a worker whose
-   * claim started the task subscribes only once the claim has answered, and the cancel's notice may have come first.
+   * Calls `listener` on every status change of the task until the returned function is called. A cancel announced in
+   * the last seconds before the subscription (in this process, or heard from another) is told at once as well: a worker
+   * whose claim started the task subscribes only once the claim has answered, and the cancel's notice may have come first.
    */
   subscribe(requestId: string, listener: (status: string) => void): () => void;
 }
