@@ -322,6 +322,11 @@ describe('webhook sender', () => {
       await refusedWithoutConnecting('not a url', { allowLoopback: true }, 'is not a valid URL');
     });
 
+    it('cuts an attempt whose name never resolves at timeoutMs, without connecting', async () => {
+      const lookup = (() => {}) as unknown as LookupFunction;
+      await refusedWithoutConnecting(`https://slow-dns.example.com:${fixture.port}/`, { lookup, timeoutMs: 300 }, 'timed out after 300 ms');
+    });
+
     it('delivers to a name that resolves to the loopback fixture when loopback is allowed', async () => {
       const lookup = tableLookup({ localhost: ['127.0.0.1'] });
       expect(await createWebhookSender({ allowLoopback: true, ca: fixture.ca, lookup }).send({ url: fixture.url('/status/200'), id, body, secrets: [SECRET] })).toMatchObject({
