@@ -113,11 +113,12 @@ export function createWebhookSender(options: WebhookSenderOptions = {}): Webhook
       const target = new URL(url);
       const literal = refuseLiteralAddress(target.hostname, allowLoopback);
       if (literal) return refused(literal);
-      if (signal?.aborted) return refused('cancelled');
 
       const timestamp = Math.floor(clock.now().getTime() / 1000);
       const payload = Buffer.from(body, 'utf8');
       const headers = { ...webhookHeaders({ id, timestamp, body, secrets }), 'content-length': String(payload.length), 'accept-encoding': 'identity' };
+      // After the headers: a malformed secret is a bug, thrown whether or not the caller has given up.
+      if (signal?.aborted) return refused('cancelled');
       // The attempt's deadline and the caller's abort end the request in flight: a timer and a listener, not an
       // AbortSignal.timeout combined with the caller's and handed to the request (which made two signals, a weak
       // reference and a listener on the request for every attempt: ≈ 1.5 % of the pipeline's main thread, BENCHMARKS.md).
