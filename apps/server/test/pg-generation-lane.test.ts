@@ -59,14 +59,17 @@ describe.skipIf(postgres.skip)('the generation jobs on PostgreSQL: each is its t
     await store().cancelTask({ accountId: 'acc_1', id: cancelled, now: at(5) });
     expect(await row(first)).toEqual({ job_lane: 'local', job_state: 'waiting', job_run_at: at(1), job_lease_until: null, job_lease_id: 0, job_claims: 0, job_max_attempts: 3 });
 
-    const jobs = await claim(at(10));
+    // Leased for an hour: countJobs below tells leased from available by the database's now(), which a slow host's
+    // set-up (the database opened, a fresh schema) may carry past a lease of LEASE_MS from t0.
+    const HOUR = 3_600_000;
+    const jobs = await claim(at(10), 'local', 10, HOUR);
     expect(jobs).toEqual([
       { id: `task/${first}/1`, taskId: first, kind: 'generate', provider: 'local', attempts: 1, maxAttempts: 3 },
       { id: `task/${second}/1`, taskId: second, kind: 'generate', provider: 'local', attempts: 1, maxAttempts: 3 },
     ]);
-    expect(await row(first)).toMatchObject({ job_lease_until: at(10 + LEASE_MS), job_lease_id: 1, job_claims: 1 });
+    expect(await row(first)).toMatchObject({ job_lease_until: at(10 + HOUR), job_lease_id: 1, job_claims: 1 });
     expect(await claim(at(20))).toEqual([]);
-    expect(await claim(at(30), 'instant', 1)).toMatchObject([{ taskId: instant, provider: 'instant' }]);
+    expect(await claim(at(30), 'instant', 1, HOUR)).toMatchObject([{ taskId: instant, provider: 'instant' }]);
     expect(await queue().countJobs()).toEqual({ available: 0, leased: 3, done: 1, dead: 0 });
   });
 
