@@ -230,6 +230,32 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     ]);
   });
 
+  it("counts the tasks by status, the ended ones as their endings were counted, every account's, each ending once however it raced", async () => {
+    const none = { queued: 0, processing: 0, succeeded: 0, failed: 0, cancelled: 0 };
+    expect(await store().countTasksByStatus()).toEqual(none);
+    await store().createAccount({ id: 'acc_2', name: 'b', webhookSecret: 'whsec_y', openingGrant: 100, now });
+    const [queued, started, succeeded, failed, cancelled, raced] = await Promise.all(Array.from({ length: 6 }, (_, i) => submit(1, later(i))));
+    const other = await store().submitTask({ job, task: newTask('acc_2', 1, later(7)), idempotency: null, now: later(7), respond });
+    if (other.kind !== 'created') throw new Error(other.kind);
+    expect(await store().countTasksByStatus()).toEqual({ ...none, queued: 7 });
+
+    for (const t of [started!, succeeded!, failed!]) await store().startTask({ id: t.id, now: later(10) });
+    await store().completeTask({ id: succeeded!.id, now: later(20), outputKey: 'a.mp4', outputUrl: 'https://x/a.mp4', outputExpiresAt: later(3_600_000) });
+    await store().failTask({ id: failed!.id, now: later(20), code: 'provider_error', message: 'x' });
+    await store().cancelTask({ accountId: 'acc_1', id: cancelled!.id, now: later(20) });
+    // A failure and a cancel racing for one task: it ends once, counted once.
+    await Promise.all([
+      store().failTask({ id: raced!.id, now: later(30), code: 'timeout', message: 'y' }),
+      store().cancelTask({ accountId: 'acc_1', id: raced!.id, now: later(30) }),
+      store().failTask({ id: raced!.id, now: later(30), code: 'provider_error', message: 'z' }),
+    ]);
+    await store().startTask({ id: other.task.id, now: later(40) });
+    await store().completeTask({ id: other.task.id, now: later(40), outputKey: 'b.mp4', outputUrl: 'https://x/b.mp4', outputExpiresAt: later(3_600_000) });
+    const ended = (await store().findTask(raced!.id))!.status as 'failed' | 'cancelled';
+    expect(await store().countTasksByStatus()).toEqual({ queued: 1, processing: 1, succeeded: 2, failed: 1, cancelled: 1, [ended]: 2 });
+    expect((await store().findTask(queued!.id))!.status).toBe('queued');
+  });
+
   it('PostgreSQL: counts the totals written before the shards, and by a previous release during a deploy, with them', async (context) => {
     if (name !== 'PostgreSQL') return context.skip();
     const pool = (store() as PgStore).pool;

@@ -41,6 +41,7 @@ export function createMetrics(store: Store, { processMetrics = true, channels = 
   const refunded = new Counter({ name: 'vidgen_credits_refunded_total', help: 'Credits refunded for failed and cancelled tasks.', registers: [registry] });
   new Gauge({
     name: 'vidgen_tasks',
+    // Read without reading every task: the active ones through their partial index, the ended ones from the usage totals (Store.countTasksByStatus).
     help: 'Tasks in the store by status.',
     labelNames: ['status'],
     registers: [registry],

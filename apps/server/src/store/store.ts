@@ -313,6 +313,10 @@ export interface Store {
   listTaskPage<Known>(query: TaskPageQuery, known: (key: string) => Known | undefined): Promise<TaskPageEntry<Known>[]>;
   /** Moves a queued or processing task to cancelled and refunds it, exactly once. */
   cancelTask(input: { accountId: string; id: string; now: Date }): Promise<CancelOutcome>;
+  /**
+   * Every task by status, read without reading every task (`/metrics` asks at each scrape): the queued and processing
+   * ones counted, the ended ones as the usage totals counted their endings (each in its ending's transaction).
+   */
   countTasksByStatus(): Promise<Record<TaskState, number>>;
 
   // The lifecycle moves a worker makes (the API's only move is cancelTask).

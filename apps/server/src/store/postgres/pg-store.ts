@@ -209,6 +209,12 @@ const SQL = {
   creditsHeld: `SELECT coalesce(sum(credits_charged), 0)::bigint AS held, count(*)::int AS active FROM tasks WHERE account_id = $1 AND status IN ${inList(ACTIVE_STATES)}`,
   usageTotals: usageTotalsFrom('usage_hourly', 'hour_start'),
   usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
+  // Through tasks_active_by_deadline (its WHERE is this one's); the ended from the daily totals, shards and the unsharded table.
+  countTasksByStatus: `WITH active AS (SELECT count(*) FILTER (WHERE status = 'queued')::int AS queued, count(*) FILTER (WHERE status = 'processing')::int AS processing
+                                   FROM tasks WHERE status IN ('queued', 'processing')),
+                            ended AS (SELECT coalesce(sum(succeeded), 0)::int AS succeeded, coalesce(sum(failed), 0)::int AS failed, coalesce(sum(cancelled), 0)::int AS cancelled
+                                  FROM (SELECT succeeded, failed, cancelled FROM usage_daily UNION ALL SELECT succeeded, failed, cancelled FROM usage_daily_shards) AS totals)
+                       SELECT * FROM active, ended`,
   // The running totals, each in a shard of its hour or day: the hourly row always before the daily one, in every
   // transaction (two statements, not one with a WITH, whose parts PostgreSQL runs in an order of its own), as
   // combined messages take all their hourly rows before any daily one (combined-messages.ts).
@@ -915,10 +921,14 @@ export class PgStore implements Store {
     await this.pool.query('UPDATE tasks SET output_key = NULL WHERE id = $1', [id]);
   }
 
+  /**
+   * The active tasks counted through their partial index, the ended ones from the usage totals (every ending adds to
+   * them in its own transaction; the rows of a previous release's tables too), in one statement: not a scan of every
+   * task ever submitted at every `/metrics` scrape.
+   */
   async countTasksByStatus(): Promise<Record<TaskState, number>> {
-    const counts = Object.fromEntries(Object.values(TASK_STATES).map((s) => [s, 0])) as Record<TaskState, number>;
-    for (const row of await this.all('SELECT status, count(*)::int AS count FROM tasks GROUP BY status', [])) counts[row.status as TaskState] = row.count;
-    return counts;
+    const [row] = await this.all(SQL.countTasksByStatus, []);
+    return { queued: row!.queued, processing: row!.processing, succeeded: row!.succeeded, failed: row!.failed, cancelled: row!.cancelled };
   }
 
   // --- Webhooks -------------------------------------------------------------
