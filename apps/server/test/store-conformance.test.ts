@@ -256,6 +256,22 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
     expect((await store().findTask(queued!.id))!.status).toBe('queued');
   });
 
+  it('counts every task once when the count comes in the same turn as endings (SQLite: inside their open write batch)', async () => {
+    const [a, b, c] = await Promise.all([submit(1), submit(1, later(1)), submit(1, later(2))]);
+    await store().startTask({ id: b!.id, now: later(5) });
+    const total = (counts: Record<string, number>) => Object.values(counts).reduce((sum, n) => sum + n, 0);
+    const outcomes = await Promise.all([
+      store().countTasksByStatus(),
+      store().cancelTask({ accountId: 'acc_1', id: a!.id, now: later(10) }),
+      store().countTasksByStatus(),
+      store().completeTask({ id: b!.id, now: later(10), outputKey: 'b.mp4', outputUrl: 'https://x/b.mp4', outputExpiresAt: later(3_600_000) }),
+      store().failTask({ id: c!.id, now: later(10), code: 'provider_error', message: 'x' }),
+      store().countTasksByStatus(),
+    ]);
+    for (const counts of [outcomes[0], outcomes[2], outcomes[5]] as Record<string, number>[]) expect(total(counts)).toBe(3);
+    expect(await store().countTasksByStatus()).toEqual({ queued: 0, processing: 0, succeeded: 1, failed: 1, cancelled: 1 });
+  });
+
   it('PostgreSQL: counts the totals written before the shards, and by a previous release during a deploy, with them', async (context) => {
     if (name !== 'PostgreSQL') return context.skip();
     const pool = (store() as PgStore).pool;

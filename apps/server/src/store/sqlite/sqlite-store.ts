@@ -785,6 +785,8 @@ export class SqliteStore implements Store, JobQueue {
    */
   countTasksByStatus(): Promise<Record<TaskState, number>> {
     return this.group.read(() => {
+      // An open batch's totals first: this read may be part of that batch, whose task rows have moved already.
+      this.usage.writeNow();
       const ended = this.sql.countEndedTasks.get() as Row;
       const counts: Record<TaskState, number> = { queued: 0, processing: 0, succeeded: ended.succeeded, failed: ended.failed, cancelled: ended.cancelled };
       for (const row of this.sql.countActiveByStatus.all() as Row[]) counts[row.status as TaskState] = row.count;
