@@ -116,7 +116,9 @@ const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY 
  */
 function post(url: string, key: string, body: string, retried = false): Promise<{ status: number; text: string }> {
   return new Promise((done, fail) => {
+    let answered = false;
     const req = request(url, { method: 'POST', agent: retried ? false : agent, headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+      answered = true;
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
@@ -124,7 +126,8 @@ function post(url: string, key: string, body: string, retried = false): Promise<
       res.on('error', fail);
     });
     req.on('error', (error: NodeJS.ErrnoException) => {
-      if (!retried && req.reusedSocket && error.code === 'ECONNRESET') post(url, key, body, true).then(done, fail);
+      // Only before any answer: a reset after the server began to answer may follow a task it created.
+      if (!retried && !answered && req.reusedSocket && error.code === 'ECONNRESET') post(url, key, body, true).then(done, fail);
       else fail(error);
     });
     req.end(body);
