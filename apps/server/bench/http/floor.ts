@@ -72,13 +72,24 @@ db.pragma('synchronous = NORMAL');
 db.pragma('foreign_keys = ON');
 db.pragma('busy_timeout = 5000');
 db.pragma('temp_store = MEMORY');
-const FEATURES = process.argv[3] === '--features';
+/**
+ * The features done: `--features` all of them; `--features=<list>` those named, of `correlation` (the id, echoed or
+ * made, and its header), `headers` (the server's security and cache headers and `Location`; with the correlation id's
+ * header, as the server's set has it), `metrics`, `usage` (the usage totals, submissions only) and `log` (the request
+ * line): bench/features.ts measures them one at a time.
+ */
+const FEATURE_NAMES = ['correlation', 'headers', 'metrics', 'usage', 'log'] as const;
+const featureArg = process.argv[3];
+const chosen = new Set<string>(featureArg === '--features' ? FEATURE_NAMES : featureArg?.startsWith('--features=') ? featureArg.slice('--features='.length).split(',').filter(Boolean) : []);
+for (const name of chosen) if (!(FEATURE_NAMES as readonly string[]).includes(name)) throw new Error(`floor: no feature ${name} (${FEATURE_NAMES.join(', ')})`);
+const FEATURES = chosen.size > 0;
+const feature = { correlation: chosen.has('correlation') || chosen.has('headers'), headers: chosen.has('headers'), metrics: chosen.has('metrics'), usage: chosen.has('usage'), log: chosen.has('log') };
 const stored = FEATURES ? prepareStatements(db) : undefined;
-const usage = stored && new PendingUsage({ hourly: stored.addUsage, daily: stored.addUsageDaily });
+const usage = stored && feature.usage ? new PendingUsage({ hourly: stored.addUsage, daily: stored.addUsageDaily }) : undefined;
 const group = new GroupCommit(db, usage);
 const requestMetrics = new RequestMetrics();
 // The server's request line (http/request-log.ts), written a turn at a time (log-destination.ts) to standard output.
-const logRequest = FEATURES ? requestLogWriter(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, turnBatchedDestination())) : undefined;
+const logRequest = feature.log ? requestLogWriter(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, turnBatchedDestination())) : undefined;
 const sql = {
   key: db.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
   // The task and its webhook's progress (a task with a webhook shows its delivery's status, attempts and last attempt),
@@ -162,15 +173,20 @@ const CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  */
 function reply(c: Context, started: number, route: string, body: unknown, status: number, location?: string): Response {
   if (!FEATURES) return c.json(body, status as never);
-  const given = (c.env as { incoming: IncomingMessage }).incoming.headers['x-correlation-id'];
-  const correlationId = typeof given === 'string' && CORRELATION_ID.test(given) ? given : newCorrelationId(new Date());
-  const headers = jsonAnswerHeaders(c.req.path, correlationId);
-  if (location) headers.Location = location;
+  const given = feature.correlation ? (c.env as { incoming: IncomingMessage }).incoming.headers['x-correlation-id'] : undefined;
+  const correlationId = !feature.correlation ? '' : typeof given === 'string' && CORRELATION_ID.test(given) ? given : newCorrelationId(new Date());
+  const headers: Record<string, string> = feature.headers
+    ? jsonAnswerHeaders(c.req.path, correlationId)
+    : feature.correlation
+      ? { 'Content-Type': 'application/json', 'X-Correlation-Id': correlationId }
+      : { 'Content-Type': 'application/json' };
+  if (location && feature.headers) headers.Location = location;
   const response = new Response(JSON.stringify(body), { status, headers });
   const seconds = (performance.now() - started) / 1000;
-  requestMetrics.observe(c.req.method, route, status, seconds);
+  if (feature.metrics) requestMetrics.observe(c.req.method, route, status, seconds);
+  if (!logRequest) return response;
   const key = c.get('key' as never) as { accountId: string; id: string } | undefined;
-  logRequest?.({
+  logRequest({
     correlationId,
     method: c.req.method,
     route,

@@ -1,0 +1,87 @@
+/**
+ * What each of the floor's features costs by itself (bench/http/floor.ts `--features=<list>`): the task query answered by
+ * the floor with none, with each feature alone and with all of them, each in its own process on its own copy of a store
+ * kept by `pnpm bench --keep-store PATH`, measured in rounds in which the variants take turns (a slow spell of a shared
+ * host then falls on all of them), CPU an answer from /proc and req/s, the median of the rounds.
+ *
+ *   pnpm bench --quick --only query --skip rss,scale,pipeline,upstream,usage --no-write --keep-store /tmp/store.db
+ *   pnpm --filter @vidgen/server bench:features -- --store /tmp/store.db [--rounds 7 --seconds 4 --connections 50]
+ *       [--variants none,correlation,headers,metrics,log,all]
+ *
+ * `correlation`: the id (the caller's checked, or a new one) and its header; `headers`: the server's security and cache
+ * headers with the correlation id's; `metrics`: the request counted and timed; `log`: the request line (its id empty
+ * without `correlation`) written a turn at a time to a file, as the server's standard output is in the benchmark.
+ */
+import { copyFileSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { stopServerProcess } from '../test/support/pipeline-processes.js';
+import { removeOnExit, startNodeService, type NodeService } from './http/children.js';
+import { compileBenchProcesses } from './http/compiled.js';
+import { cpuSecondsOf } from './http/cpu-cost.js';
+import { runWrk, writeStaticScript, type Load } from './http/wrk.js';
+
+const { values } = parseArgs({
+  options: {
+    store: { type: 'string' },
+    rounds: { type: 'string', default: '7' },
+    seconds: { type: 'string', default: '4' },
+    connections: { type: 'string', default: '50' },
+    variants: { type: 'string', default: 'none,correlation,headers,metrics,log,all' },
+  },
+  args: process.argv.slice(2).filter((arg) => arg !== '--'),
+});
+if (!values.store) throw new Error('--store PATH: a store kept by `pnpm bench --keep-store PATH` (and its PATH.json)');
+const storePath = resolve(process.env.INIT_CWD ?? process.cwd(), values.store);
+const kept = JSON.parse(readFileSync(`${storePath}.json`, 'utf8')) as { key: string; succeededId: string };
+const LOAD: Load = { threads: 1, connections: Number(values.connections), seconds: Number(values.seconds) };
+const ROUNDS = Math.max(1, Number(values.rounds));
+const variants = values.variants!.split(',');
+const argsOf = (variant: string) => (variant === 'none' ? [] : variant === 'all' ? ['--features'] : [`--features=${variant}`]);
+
+const work = removeOnExit(mkdtempSync(join(tmpdir(), 'vidgen-bench-features-')));
+const compiled = compileBenchProcesses();
+const script = writeStaticScript(join(work, 'query.lua'), { method: 'GET', headers: { Authorization: `Bearer ${kept.key}` } });
+const services = new Map<string, NodeService>();
+try {
+  for (const variant of variants) {
+    const db = join(work, `${variant}.db`);
+    copyFileSync(storePath, db);
+    services.set(variant, await startNodeService(compiled.floor, [db, ...argsOf(variant)], {}, [], { stdoutFile: join(work, `${variant}.log`) }));
+  }
+  const urlOf = (variant: string) => `${services.get(variant)!.url}/api/open/v1/video/generations/${kept.succeededId}`;
+  for (const variant of variants) {
+    const answer = await fetch(urlOf(variant), { headers: { Authorization: `Bearer ${kept.key}` } });
+    if (answer.status !== 200) throw new Error(`${variant}: the query answered ${answer.status}`);
+    await answer.arrayBuffer();
+    await runWrk(urlOf(variant), script, { ...LOAD, seconds: 2 });
+  }
+  const runs = new Map<string, { rps: number; cpuUs: number }[]>(variants.map((variant) => [variant, []]));
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const variant of variants) {
+      const { pid } = services.get(variant)!;
+      const before = cpuSecondsOf(pid);
+      const run = await runWrk(urlOf(variant), script, LOAD);
+      if (run.statusErrors + run.socketErrors > 0) throw new Error(`${variant}: ${run.statusErrors} error answers, ${run.socketErrors} socket errors`);
+      const cpuUs = ((cpuSecondsOf(pid) - before) * 1e6) / run.requests;
+      runs.get(variant)!.push({ rps: run.rps, cpuUs });
+      console.log(`round ${round} ${variant}: ${Math.round(run.rps)} req/s, CPU ${cpuUs.toFixed(1)} µs/answer`);
+    }
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  // Over the floor: the median of each round's difference from the floor's run of the same round (a round's variants
+  // run back to back, so a slow spell mostly falls on both of a pair; the rounds' own CPU moved by ±10 % on a noisy host).
+  const floorRuns = runs.get('none');
+  console.log(`\nThe task query, the floor with each feature (medians of ${ROUNDS} rounds, wrk -t1 -c${LOAD.connections} -d${LOAD.seconds}s):\n`);
+  console.log('| floor with | req/s | CPU an answer | over the floor, paired by round |');
+  console.log('|---|---|---|---|');
+  for (const [variant, rs] of runs) {
+    const cpu = median(rs.map((r) => r.cpuUs));
+    const over = !floorRuns || variant === 'none' ? undefined : median(rs.map((r, i) => r.cpuUs - floorRuns[i]!.cpuUs));
+    const overText = over === undefined ? '—' : `${over.toFixed(1)} µs (${((100 * over) / median(floorRuns!.map((r) => r.cpuUs))).toFixed(1)} %)`;
+    console.log(`| ${variant} | ${Math.round(median(rs.map((r) => r.rps))).toLocaleString('en-US')} | ${cpu.toFixed(1)} µs | ${overText} |`);
+  }
+} finally {
+  for (const service of services.values()) await stopServerProcess(service.child, 15_000);
+}
