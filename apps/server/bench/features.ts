@@ -20,6 +20,7 @@ import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { removeOnExit, startNodeService, type NodeService } from './http/children.js';
 import { compileBenchProcesses } from './http/compiled.js';
 import { cpuSecondsOf } from './http/cpu-cost.js';
+import { median } from './http/report.js';
 import { runWrk, writeStaticScript, type Load } from './http/wrk.js';
 
 const { values } = parseArgs({
@@ -69,7 +70,6 @@ try {
       console.log(`round ${round} ${variant}: ${Math.round(run.rps)} req/s, CPU ${cpuUs.toFixed(1)} µs/answer`);
     }
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   // Over the floor: the median of each round's difference from the floor's run of the same round (a round's variants
   // run back to back, so a slow spell mostly falls on both of a pair; the rounds' own CPU moved by ±10 % on a noisy host).
   const floorRuns = runs.get('none');

@@ -39,6 +39,7 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { median } from './http/report.js';
 import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
 import { instantServerEnv, removeOnExit, runCli, SERVER_ROOT, startInstantServer, track } from './http/children.js';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
@@ -256,7 +257,6 @@ async function main(): Promise<void> {
   // As throughput ratios are read: the server's share of the floor's rate if instructions were all a request cost.
   console.log(`| request | ${processes.join(' | ')} | floor ÷ server | floor with features ÷ server |`);
   console.log(`|---|${processes.map(() => '---|').join('')}---|---|`);
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
   for (const kind of KINDS) {
     const of = (name: Process) => median(results.get(`${kind} ${name}`)!);
     const cells = processes.map((name) => results.get(`${kind} ${name}`)!.map((value) => Math.round(value).toLocaleString('en-US')).join(' / '));

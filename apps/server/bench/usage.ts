@@ -41,7 +41,7 @@ import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, type NodeService } from './http/children.js';
 import { cpuSecondsOf } from './http/cpu-cost.js';
 import { mulberry32 } from './http/random.js';
-import { describeMachine, markdownTable, type Machine, type Target } from './http/report.js';
+import { describeMachine, markdownTable, median, type Machine, type Target } from './http/report.js';
 import { readTemplate, selectRow } from './http/seed.js';
 import { runWrk, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
 
@@ -166,7 +166,6 @@ async function measureScrape(baseUrl: string, dbPath: string): Promise<ScrapeRes
   const statuses = ['queued', 'processing', 'succeeded', 'failed', 'cancelled'];
   const wrong = statuses.filter((status) => shown(status) !== (truth.find((row) => row.status === status)?.count ?? 0));
   if (wrong.length) throw new Error(`/metrics: vidgen_tasks differs from the tasks counted by status for ${wrong.map((status) => `${status} (${shown(status)})`).join(', ')}`);
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
   const total = truth.reduce((sum, row) => sum + row.count, 0);
   return {
     scrapes: SCRAPES,

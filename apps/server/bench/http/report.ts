@@ -91,6 +91,9 @@ const int = (n: number) => Math.round(n).toLocaleString('en-US');
 const ms = (n: number) => `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`;
 const mb = (n: number) => `${n.toFixed(0)} MB`;
 
+/** The middle value (of an even count, the upper of the two middle ones). */
+export const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
 export function markdownTable(head: string[], rows: string[][]): string {
   return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
 }

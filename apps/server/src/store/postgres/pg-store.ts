@@ -211,7 +211,7 @@ const SQL = {
   usageTotalsByDay: usageTotalsFrom('usage_daily', 'day_start'),
   // Through tasks_active_by_deadline (its WHERE is this one's); the ended from the daily totals, shards and the unsharded table.
   countTasksByStatus: `WITH active AS (SELECT count(*) FILTER (WHERE status = 'queued')::int AS queued, count(*) FILTER (WHERE status = 'processing')::int AS processing
-                                   FROM tasks WHERE status IN ('queued', 'processing')),
+                                   FROM tasks WHERE status IN ${inList(ACTIVE_STATES)}),
                             ended AS (SELECT coalesce(sum(succeeded), 0)::int AS succeeded, coalesce(sum(failed), 0)::int AS failed, coalesce(sum(cancelled), 0)::int AS cancelled
                                   FROM (SELECT succeeded, failed, cancelled FROM usage_daily UNION ALL SELECT succeeded, failed, cancelled FROM usage_daily_shards) AS totals)
                        SELECT * FROM active, ended`,
