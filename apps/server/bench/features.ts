@@ -1,16 +1,19 @@
 /**
- * What each of the floor's features costs by itself (bench/http/floor.ts `--features=<list>`): the task query answered by
- * the floor with none, with each feature alone and with all of them, each in its own process on its own copy of a store
+ * What each of the floor's features costs by itself (bench/http/floor.ts `--features=<list>`): the task query (or, with
+ * `--request submit`, the submission `pnpm bench` sends) answered by the floor with none, with each feature alone and
+ * with all of them, each in its own process on its own copy of a store
  * kept by `pnpm bench --keep-store PATH`, measured in rounds in which the variants take turns (a slow spell of a shared
  * host then falls on all of them), CPU an answer from /proc and req/s, the median of the rounds.
  *
  *   pnpm bench --quick --only query --skip rss,scale,pipeline,upstream,usage --no-write --keep-store /tmp/store.db
  *   pnpm --filter @vidgen/server bench:features -- --store /tmp/store.db [--rounds 7 --seconds 4 --connections 50]
- *       [--variants none,correlation,headers,metrics,log,all]
+ *       [--request query|submit] [--variants none,correlation,headers,metrics,log,all]
  *
  * `correlation`: the id (the caller's checked, or a new one) and its header; `headers`: the server's security and cache
  * headers with the correlation id's; `metrics`: the request counted and timed; `log`: the request line (its id empty
- * without `correlation`) written a turn at a time to a file, as the server's standard output is in the benchmark.
+ * without `correlation`) written a turn at a time to a file, as the server's standard output is in the benchmark;
+ * `usage` (submissions only): the usage totals kept as running sums, written with each batch. The store's account has
+ * credits that never run out, so every submission is answered 202 however many a run sends.
  */
 import { copyFileSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,7 +24,7 @@ import { removeOnExit, startNodeService, type NodeService } from './http/childre
 import { compileBenchProcesses } from './http/compiled.js';
 import { cpuSecondsOf } from './http/cpu-cost.js';
 import { median } from './http/report.js';
-import { runWrk, writeStaticScript, type Load } from './http/wrk.js';
+import { runWrk, SUBMIT_BODY, writeStaticScript, type Load } from './http/wrk.js';
 
 const { values } = parseArgs({
   options: {
@@ -29,7 +32,8 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '7' },
     seconds: { type: 'string', default: '4' },
     connections: { type: 'string', default: '50' },
-    variants: { type: 'string', default: 'none,correlation,headers,metrics,log,all' },
+    request: { type: 'string', default: 'query' },
+    variants: { type: 'string' },
   },
   args: process.argv.slice(2).filter((arg) => arg !== '--'),
 });
@@ -38,12 +42,17 @@ const storePath = resolve(process.env.INIT_CWD ?? process.cwd(), values.store);
 const kept = JSON.parse(readFileSync(`${storePath}.json`, 'utf8')) as { key: string; succeededId: string };
 const LOAD: Load = { threads: 1, connections: Number(values.connections), seconds: Number(values.seconds) };
 const ROUNDS = Math.max(1, Number(values.rounds));
-const variants = values.variants!.split(',');
+if (values.request !== 'query' && values.request !== 'submit') throw new Error(`--request query|submit, not ${values.request}`);
+const SUBMIT = values.request === 'submit';
+const variants = (values.variants ?? `none,correlation,headers,metrics,${SUBMIT ? 'usage,' : ''}log,all`).split(',');
 const argsOf = (variant: string) => (variant === 'none' ? [] : variant === 'all' ? ['--features'] : [`--features=${variant}`]);
 
 const work = removeOnExit(mkdtempSync(join(tmpdir(), 'vidgen-bench-features-')));
 const compiled = compileBenchProcesses();
-const script = writeStaticScript(join(work, 'query.lua'), { method: 'GET', headers: { Authorization: `Bearer ${kept.key}` } });
+const auth = { Authorization: `Bearer ${kept.key}` };
+const script = SUBMIT
+  ? writeStaticScript(join(work, 'submit.lua'), { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY })
+  : writeStaticScript(join(work, 'query.lua'), { method: 'GET', headers: auth });
 const services = new Map<string, NodeService>();
 try {
   for (const variant of variants) {
@@ -51,10 +60,14 @@ try {
     copyFileSync(storePath, db);
     services.set(variant, await startNodeService(compiled.floor, [db, ...argsOf(variant)], {}, [], { stdoutFile: join(work, `${variant}.log`) }));
   }
-  const urlOf = (variant: string) => `${services.get(variant)!.url}/api/open/v1/video/generations/${kept.succeededId}`;
+  const base = '/api/open/v1/video/generations';
+  const urlOf = (variant: string) => `${services.get(variant)!.url}${base}${SUBMIT ? '' : `/${kept.succeededId}`}`;
   for (const variant of variants) {
-    const answer = await fetch(urlOf(variant), { headers: { Authorization: `Bearer ${kept.key}` } });
-    if (answer.status !== 200) throw new Error(`${variant}: the query answered ${answer.status}`);
+    const answer = await fetch(
+      urlOf(variant),
+      SUBMIT ? { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY } : { headers: auth },
+    );
+    if (answer.status !== (SUBMIT ? 202 : 200)) throw new Error(`${variant}: the ${values.request} answered ${answer.status}`);
     await answer.arrayBuffer();
     await runWrk(urlOf(variant), script, { ...LOAD, seconds: 2 });
   }
@@ -73,7 +86,7 @@ try {
   // Over the floor: the median of each round's difference from the floor's run of the same round (a round's variants
   // run back to back, so a slow spell mostly falls on both of a pair; the rounds' own CPU moved by ±10 % on a noisy host).
   const floorRuns = runs.get('none');
-  console.log(`\nThe task query, the floor with each feature (medians of ${ROUNDS} rounds, wrk -t1 -c${LOAD.connections} -d${LOAD.seconds}s):\n`);
+  console.log(`\n${SUBMIT ? 'The submission' : 'The task query'}, the floor with each feature (medians of ${ROUNDS} rounds, wrk -t1 -c${LOAD.connections} -d${LOAD.seconds}s):\n`);
   console.log('| floor with | req/s | CPU an answer | over the floor, paired by round |');
   console.log('|---|---|---|---|');
   for (const [variant, rs] of runs) {

@@ -64,7 +64,7 @@ import { cpuSecondsOf } from './http/cpu-cost.js';
 import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
-import { runWrk, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
+import { runWrk, SUBMIT_BODY, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
 import { judgeUpstream, renderUpstreamSection, runUpstreamBench, SECTION_HEADING as UPSTREAM_HEADING, UPSTREAM_FULL, UPSTREAM_QUICK } from './upstream.js';
 import { judgeUsage, renderUsageSection, runUsageBench, SECTION_HEADING as USAGE_HEADING, USAGE_FULL, USAGE_QUICK } from './usage.js';
 import { ANALYSIS_MARKER, placeSection, sectionOf } from './http/sections.js';
@@ -130,7 +130,6 @@ const SERVER_NODE_ARGS = CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${CPU_
 
 const BASE = '/api/open/v1/video/generations';
 const MISSING_ID = 'gen_01JD6Z8K4T9QW3M5R7X2B6C8N0';
-const SUBMIT_BODY = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'A paper boat drifting down a rainy street', duration: 4, resolution: '480p' });
 
 const log = (line: string) => console.log(`bench: ${line}`);
 /** SIGTERM, so that a CPU profile is written; SIGKILL after 15 s. */

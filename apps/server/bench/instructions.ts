@@ -40,6 +40,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { median } from './http/report.js';
+import { SUBMIT_BODY } from './http/wrk.js';
 import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
 import { instantServerEnv, removeOnExit, runCli, SERVER_ROOT, startInstantServer, track } from './http/children.js';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
@@ -79,7 +80,6 @@ type Sent = Kind | 'list';
 type Process = 'floor' | 'features' | 'server' | 'baseline';
 
 const BASE = '/api/open/v1/video/generations';
-const SUBMIT_BODY = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'A paper boat drifting down a rainy street', duration: 4, resolution: '480p' });
 /** Node's flags under valgrind: nothing counted depends on when a background thread ran. */
 const NODE_FLAGS = ['--predictable', '--single-threaded'];
 /** valgrind names the pipes callgrind_control talks through after USER and HOST: the same for both (HOST is also the server's). */

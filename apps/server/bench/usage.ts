@@ -43,7 +43,7 @@ import { cpuSecondsOf } from './http/cpu-cost.js';
 import { mulberry32 } from './http/random.js';
 import { describeMachine, markdownTable, median, type Machine, type Target } from './http/report.js';
 import { readTemplate, selectRow } from './http/seed.js';
-import { runWrk, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
+import { runWrk, SUBMIT_BODY, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
 
 export const SECTION_HEADING = '## Account usage';
 const USAGE = '/api/open/v1/account/usage';
@@ -51,7 +51,6 @@ const GENERATIONS = '/api/open/v1/video/generations';
 const MIGRATION = join(SERVER_ROOT, 'src/store/sqlite/migrations/0008_account_api.sql');
 /** usage_daily's migration: its backfill sums usage_hourly by day. */
 const DAILY_MIGRATION = join(SERVER_ROOT, 'src/store/sqlite/migrations/0009_usage_daily.sql');
-const SUBMIT_BODY = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'A paper boat drifting down a rainy street', duration: 4, resolution: '480p' });
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
 /** The seeded tasks' creation times span this many days before the real task. */

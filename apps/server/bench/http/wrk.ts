@@ -61,6 +61,9 @@ function header(request: { method: string; headers: Record<string, string>; body
   ].join('\n');
 }
 
+/** The submission every HTTP benchmark sends (`pnpm bench`'s submit scenario, `bench:features --request submit`). */
+export const SUBMIT_BODY = JSON.stringify({ model: 'vidgen-2.0-fast', prompt: 'A paper boat drifting down a rainy street', duration: 4, resolution: '480p' });
+
 /** The same request every time, to the URL given to wrk. */
 export function writeStaticScript(path: string, request: { method: string; headers: Record<string, string>; body?: string }): string {
   writeFileSync(path, `${header(request)}\n${DONE}`);
