@@ -11,7 +11,7 @@
  *
  * `correlation`: the id (the caller's checked, or a new one) and its header; `headers`: the server's security and cache
  * headers with the correlation id's; `metrics`: the request counted and timed; `log`: the request line (its id empty
- * without `correlation`) written a turn at a time to a file, as the server's standard output is in the benchmark;
+ * without `correlation`) written a few milliseconds at a time to a file, as the server's standard output is in the benchmark;
  * `usage` (submissions only): the usage totals kept as running sums, written with each batch. The store's account has
  * credits that never run out, so every submission is answered 202 however many a run sends.
  */

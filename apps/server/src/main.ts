@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
 import pino from 'pino';
-import { turnBatchedDestination } from './log-destination.js';
+import { batchedLogDestination } from './log-destination.js';
 import { bootstrapDevelopmentAccount } from './accounts.js';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
@@ -43,7 +43,7 @@ function roleFromArgs(argv: string[], env: NodeJS.ProcessEnv): NodeJS.ProcessEnv
 
 export async function runService(argv: string[]): Promise<void> {
   const config = loadConfig(roleFromArgs(argv, process.env));
-  const logger = withSafeErrors(pino({ level: config.logLevel, base: { service: 'vidgen', role: config.role } }, turnBatchedDestination()));
+  const logger = withSafeErrors(pino({ level: config.logLevel, base: { service: 'vidgen', role: config.role } }, batchedLogDestination()));
   const clock = systemClock;
   const runsApi = config.role !== 'worker';
   const runsWorker = config.role === 'worker' || (config.role === 'all' && config.worker);

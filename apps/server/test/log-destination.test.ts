@@ -1,6 +1,6 @@
 /**
- * The service's log destination (src/log-destination.ts): the lines of a turn of the event loop written together at
- * its end, in order, and none left behind when the process exits, however it exits short of being killed.
+ * The service's log destination (src/log-destination.ts): the lines of the last few milliseconds written together
+ * when the hold ends, in order, and none left behind when the process exits, however it exits short of being killed.
  */
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -8,15 +8,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pino from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
-import { turnBatchedDestination } from '../src/log-destination.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { batchedLogDestination, HOLD_MS } from '../src/log-destination.js';
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+/** Writes the destinations' held lines now, as their hold's timer would (the service's: after HOLD_MS). */
+const held: (() => void)[] = [];
+const holdEnds = () => {
+  for (const write of held.splice(0)) write();
+};
+const heldByTest = (write: () => void) => {
+  held.push(write);
+};
 
 /** Runs `lines` as an ES module in a child node (with tsx, from apps/server): its standard output and exit code. */
 const runScript = (lines: string[]): Promise<{ stdout: string; code: number }> =>
@@ -31,27 +38,53 @@ function fileLogger() {
   dirs.push(dir);
   const path = join(dir, 'out.log');
   const fd = openSync(path, 'w');
-  return { path, fd, logger: pino({ base: null, timestamp: false }, turnBatchedDestination(fd)) };
+  return { path, fd, logger: pino({ base: null, timestamp: false }, batchedLogDestination(fd, heldByTest)) };
 }
 
 describe('the log destination', () => {
-  it("writes a turn's lines at its end, in the order they were made, all of them", async () => {
+  it('writes the lines held when the hold ends, in the order they were made, all of them', () => {
     const { path, fd, logger } = fileLogger();
     logger.info({ n: 1 }, 'first');
     logger.info({ n: 2 }, 'second');
     logger.warn({ n: 3 }, 'third');
     expect(readFileSync(path, 'utf8')).toBe('');
-    await nextTurn();
+    holdEnds();
     const lines = readFileSync(path, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { n: number; msg: string });
     expect(lines.map((line) => [line.n, line.msg])).toEqual([[1, 'first'], [2, 'second'], [3, 'third']]);
     // The next turn's lines come after, and nothing is written twice.
     logger.info({ n: 4 }, 'fourth');
-    await nextTurn();
+    holdEnds();
     expect(readFileSync(path, 'utf8').trimEnd().split('\n')).toHaveLength(4);
     closeSync(fd);
   });
 
-  it('keeps every byte and the order of a turn larger than its buffer, of a line larger than it, and of text in any script', async () => {
+  it('holds lines for HOLD_MS by default, on a timer that keeps no process alive, and writes them once', () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
+      dirs.push(dir);
+      const path = join(dir, 'out.log');
+      const fd = openSync(path, 'w');
+      const destination = batchedLogDestination(fd);
+      destination.write('one\n');
+      destination.write('two\n');
+      expect(vi.getTimerCount()).toBe(1);
+      vi.advanceTimersByTime(HOLD_MS - 1);
+      expect(readFileSync(path, 'utf8')).toBe('');
+      vi.advanceTimersByTime(1);
+      expect(readFileSync(path, 'utf8')).toBe('one\ntwo\n');
+      // The next line starts a hold of its own.
+      destination.write('three\n');
+      vi.advanceTimersByTime(HOLD_MS);
+      expect(readFileSync(path, 'utf8')).toBe('one\ntwo\nthree\n');
+      expect(vi.getTimerCount()).toBe(0);
+      closeSync(fd);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('keeps every byte and the order of a hold larger than its buffer, of a line larger than it, and of text in any script', async () => {
     const { path, fd, logger } = fileLogger();
     // 3,000 lines of ≈ 100 bytes (≈ 5 × the 64 KiB buffer), then a 200 KB line, then lines of 1-, 2-, 3- and 4-byte characters.
     const said: string[] = [];
@@ -59,7 +92,7 @@ describe('the log destination', () => {
     said.push('y'.repeat(200_000));
     for (let i = 0; i < 2000; i++) said.push(`${i} prompt: ä ñ 雨の街 🚣 ${'é'.repeat(i % 40)}`);
     for (const msg of said) logger.info(msg);
-    await nextTurn();
+    holdEnds();
     const written = readFileSync(path, 'utf8').trimEnd().split('\n').map((line) => (JSON.parse(line) as { msg: string }).msg);
     expect(written).toEqual(said);
     closeSync(fd);
@@ -70,7 +103,7 @@ describe('the log destination', () => {
     dirs.push(dir);
     const path = join(dir, 'out.log');
     const fd = openSync(path, 'w');
-    const destination = turnBatchedDestination(fd);
+    const destination = batchedLogDestination(fd, heldByTest);
     const asBytes = (line: string) => {
       const at = destination.reserve(Buffer.byteLength(line));
       expect(at).toBeGreaterThanOrEqual(0);
@@ -81,14 +114,14 @@ describe('the log destination', () => {
     destination.write('text 3\n');
     asBytes('bytes 4 ä\n');
     expect(readFileSync(path, 'utf8')).toBe('');
-    await nextTurn();
+    holdEnds();
     expect(readFileSync(path, 'utf8')).toBe('text 1\nbytes 2\ntext 3\nbytes 4 ä\n');
     // 64 KiB of lines as bytes, one byte over the buffer: the last one's room is made by writing the others first.
     const line = `${'z'.repeat(1023)}\n`;
     for (let i = 0; i < 65; i++) asBytes(line);
     const before = Buffer.byteLength('text 1\nbytes 2\ntext 3\nbytes 4 ä\n');
     expect(readFileSync(path).length).toBe(before + 64 * 1024);
-    await nextTurn();
+    holdEnds();
     expect(readFileSync(path).subarray(before).toString()).toBe(line.repeat(65));
     // A line the buffer can never hold is refused: its writer sends it as text, which the destination writes whole.
     expect(destination.reserve(64 * 1024 + 1)).toBe(-1);
@@ -100,9 +133,9 @@ describe('the log destination', () => {
     // the reader catches up, and the reader here only starts once the child has begun its 4 MB burst.
     const script = [
       "import pino from 'pino';",
-      "import { turnBatchedDestination } from './src/log-destination.ts';",
+      "import { batchedLogDestination } from './src/log-destination.ts';",
       'process.stdout;',
-      'const logger = pino({ base: null, timestamp: false }, turnBatchedDestination());',
+      'const logger = pino({ base: null, timestamp: false }, batchedLogDestination());',
       "process.stderr.write('writing\\n');",
       "for (let i = 0; i < 20000; i++) logger.info({ i }, 'x'.repeat(180));",
     ].join('\n');
@@ -124,9 +157,9 @@ describe('the log destination', () => {
   ])("leaves no request line written as bytes behind on %s, in order with the text lines", async (_name, ending, code) => {
     const script = [
       "import pino from 'pino';",
-      "import { turnBatchedDestination } from './src/log-destination.ts';",
+      "import { batchedLogDestination } from './src/log-destination.ts';",
       "import { requestLogWriter } from './src/http/request-log.ts';",
-      "const logger = pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, turnBatchedDestination());",
+      "const logger = pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, batchedLogDestination());",
       'const write = requestLogWriter(logger);',
       'for (let i = 0; i < 500; i++) {',
       "  write({ correlationId: `c${i}`, method: 'GET', route: '/r', path: `/r/${i}`, status: 200, durationMs: 0.1, accountId: 'acc_1', keyId: 'key_1' });",
@@ -147,8 +180,8 @@ describe('the log destination', () => {
   ])('leaves no line behind on %s', async (_name, ending, code) => {
     const script = [
       "import pino from 'pino';",
-      "import { turnBatchedDestination } from './src/log-destination.ts';",
-      'const logger = pino({ base: null, timestamp: false }, turnBatchedDestination());',
+      "import { batchedLogDestination } from './src/log-destination.ts';",
+      'const logger = pino({ base: null, timestamp: false }, batchedLogDestination());',
       "for (let i = 0; i < 500; i++) logger.info({ i }, 'line');",
       ending,
     ];

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import pino, { type LoggerOptions } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { requestLogWriter, type RequestLine } from '../src/http/request-log.js';
-import { turnBatchedDestination } from '../src/log-destination.js';
+import { batchedLogDestination } from '../src/log-destination.js';
 import { redactSecrets, withSafeErrors } from '../src/logging.js';
 
 /** A logger as main.ts makes it (a fixed time, so that two lines can be compared), writing into `lines`. */
@@ -128,7 +128,11 @@ describe('the request log line', () => {
       vi.useRealTimers();
       for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
     });
-    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+    /** The destination's held lines, written when the test says (its hold's timer, in the service). */
+    const held: (() => void)[] = [];
+    const nextTurn = async () => {
+      for (const write of held.splice(0)) write();
+    };
 
     /** The service's logger writing into a new file through the destination, with the clock (`Date`) in the test's hands. */
     function serviceLogger() {
@@ -137,7 +141,7 @@ describe('the request log line', () => {
       dirs.push(dir);
       const path = join(dir, 'out.log');
       const fd = openSync(path, 'w');
-      const destination = turnBatchedDestination(fd);
+      const destination = batchedLogDestination(fd, (write) => held.push(write));
       const logger = withSafeErrors(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, destination));
       return { destination, logger, lines: () => readFileSync(path, 'utf8').split(/(?<=\n)/), close: () => closeSync(fd) };
     }

@@ -36,7 +36,7 @@
  * metrics (http/metrics.ts's RequestMetrics), the usage totals kept as
  * running sums (store/sqlite/pending-usage.ts with the store's statements),
  * and the request's log line (the server's own: http/request-log.ts, written
- * a turn at a time by log-destination.ts to standard output).
+ * a few milliseconds at a time by log-destination.ts to standard output).
  * Between the two floors and the server, a run then says what those features
  * cost and what the server's own structure (routing, guards, the store's
  * interface) costs on top.
@@ -53,7 +53,7 @@ import { checkSubmissionRules } from '../../src/domain/rules.js';
 import { readJson } from '../../src/http/middleware.js';
 import { RequestMetrics } from '../../src/http/metrics.js';
 import { requestLogWriter } from '../../src/http/request-log.js';
-import { turnBatchedDestination } from '../../src/log-destination.js';
+import { batchedLogDestination } from '../../src/log-destination.js';
 import { redactSecrets } from '../../src/logging.js';
 import pino from 'pino';
 import { jsonAnswerHeaders } from '../../src/http/security-headers.js';
@@ -88,8 +88,8 @@ const stored = FEATURES ? prepareStatements(db) : undefined;
 const usage = stored && feature.usage ? new PendingUsage({ hourly: stored.addUsage, daily: stored.addUsageDaily }) : undefined;
 const group = new GroupCommit(db, usage);
 const requestMetrics = new RequestMetrics();
-// The server's request line (http/request-log.ts), written a turn at a time (log-destination.ts) to standard output.
-const logRequest = feature.log ? requestLogWriter(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, turnBatchedDestination())) : undefined;
+// The server's request line (http/request-log.ts), written a few milliseconds at a time (log-destination.ts) to standard output.
+const logRequest = feature.log ? requestLogWriter(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, batchedLogDestination())) : undefined;
 const sql = {
   key: db.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
   // The task and its webhook's progress (a task with a webhook shows its delivery's status, attempts and last attempt),
