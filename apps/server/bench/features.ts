@@ -7,7 +7,7 @@
  *
  *   pnpm bench --quick --only query --skip rss,scale,pipeline,upstream,usage --no-write --keep-store /tmp/store.db
  *   pnpm --filter @vidgen/server bench:features -- --store /tmp/store.db [--rounds 7 --seconds 4 --connections 50]
- *       [--request query|submit] [--variants none,correlation,headers,metrics,log,all]
+ *       [--request query|submit] [--variants none,correlation,headers,metrics,usage,log,all]
  *
  * `correlation`: the id (the caller's checked, or a new one) and its header; `headers`: the server's security and cache
  * headers with the correlation id's; `metrics`: the request counted and timed; `log`: the request line (its id empty

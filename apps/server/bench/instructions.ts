@@ -27,8 +27,10 @@
  * - node runs with `--predictable --single-threaded` (no background compilation or GC threads, whose timing would
  *   change what is counted) and under valgrind about fifty times slower, so the client is never the limit;
  * - `--concurrency 1` (the default) answers each request in a turn of its own: the most repeatable count, but each
- *   request then pays what a loaded server shares among a turn's requests (a commit, the turn's log write, the
- *   event loop's own work). With more connections the count moves by ≈ 1 % from run to run, as batches vary.
+ *   request then pays what a loaded server shares among a turn's requests (a commit, the event loop's own work). The
+ *   log lines are written every 10 ms (log-destination.ts's hold), which under valgrind is every few requests: that
+ *   small part of the count follows the clock (and a `--baseline` from before the hold, 2026-11-28, wrote once a
+ *   request). With more connections the count moves by ≈ 1 % from run to run, as batches vary.
  *
  * The store is the HTTP bench's: one account, its key, one succeeded task made through the server (the query's);
  * every measured process gets a fresh copy of it. Needs valgrind (`apt-get install valgrind`).

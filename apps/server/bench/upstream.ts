@@ -581,6 +581,9 @@ export async function runUpstreamBench(options: UpstreamBenchOptions): Promise<U
     const steadyScrapes = scrapes.filter((s) => s.at > lastCreate + 1000 && s.at < firstEnd);
     const steadyCpu = cpuAtFirstEnd !== undefined ? cpuAtFirstEnd - cpuAtCreated : NaN;
 
+    // Read once the services have stopped: a process writes its log lines every few milliseconds (log-destination.ts),
+    // and the last ones on its way out. Workers first (they follow), then the api processes, as below.
+    for (const s of [...services].reverse()) await stopServerProcess(s.service.child, 15_000);
     const warnings = services.flatMap((s) => s.service.output().split('\n')).filter((line) => /"level":(40|50|60)/.test(line));
     const steadySeconds = steadyWindow.seconds;
     const processes: ProcessFigures[] = services.map((s, i) => {

@@ -68,12 +68,17 @@ export function batchedLogDestination(
   const buffer = Buffer.allocUnsafeSlow(BUFFER_BYTES);
   let used = 0;
   let scheduled = false;
-  const flush = () => {
-    scheduled = false;
+  /** Writes what is held; a hold already under way keeps its timer, for the lines that come after. */
+  const writeHeld = () => {
     if (used === 0) return;
     const length = used;
     used = 0;
     writeAll(fd, buffer, length);
+  };
+  /** The hold's end (and the process's): what is held written, and the next line starts a hold of its own. */
+  const flush = () => {
+    scheduled = false;
+    writeHeld();
   };
   const held = () => {
     if (!scheduled) {
@@ -86,7 +91,7 @@ export function batchedLogDestination(
     bytes: buffer,
     reserve(length) {
       if (length > BUFFER_BYTES) return -1;
-      if (used + length > BUFFER_BYTES) flush();
+      if (used + length > BUFFER_BYTES) writeHeld();
       return used;
     },
     commit(end) {
@@ -96,7 +101,7 @@ export function batchedLogDestination(
     write(line: string) {
       // A UTF-16 code unit is at most 3 bytes of UTF-8: with that much room, the line fits whole.
       if (used + line.length * 3 > BUFFER_BYTES) {
-        flush();
+        writeHeld();
         if (line.length * 3 > BUFFER_BYTES) {
           const bytes = Buffer.from(line);
           writeAll(fd, bytes, bytes.length);

@@ -33,12 +33,12 @@ const runScript = (lines: string[]): Promise<{ stdout: string; code: number }> =
   );
 
 /** A logger writing through the destination into a new file: the file's path, its descriptor (the test closes it) and the logger. */
-function fileLogger() {
+function fileLogger(make: (fd: number) => ReturnType<typeof batchedLogDestination> = (fd) => batchedLogDestination(fd, heldByTest)) {
   const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
   dirs.push(dir);
   const path = join(dir, 'out.log');
   const fd = openSync(path, 'w');
-  return { path, fd, logger: pino({ base: null, timestamp: false }, batchedLogDestination(fd, heldByTest)) };
+  return { path, fd, logger: pino({ base: null, timestamp: false }, make(fd)) };
 }
 
 describe('the log destination', () => {
@@ -51,7 +51,7 @@ describe('the log destination', () => {
     holdEnds();
     const lines = readFileSync(path, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { n: number; msg: string });
     expect(lines.map((line) => [line.n, line.msg])).toEqual([[1, 'first'], [2, 'second'], [3, 'third']]);
-    // The next turn's lines come after, and nothing is written twice.
+    // The next hold's lines come after, and nothing is written twice.
     logger.info({ n: 4 }, 'fourth');
     holdEnds();
     expect(readFileSync(path, 'utf8').trimEnd().split('\n')).toHaveLength(4);
@@ -77,6 +77,47 @@ describe('the log destination', () => {
       destination.write('three\n');
       vi.advanceTimersByTime(HOLD_MS);
       expect(readFileSync(path, 'utf8')).toBe('one\ntwo\nthree\n');
+      expect(vi.getTimerCount()).toBe(0);
+      closeSync(fd);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("holds on a timer that keeps no process alive", () => {
+    const timers: NodeJS.Timeout[] = [];
+    const real = globalThis.setTimeout;
+    const spy = vi.spyOn(globalThis, 'setTimeout').mockImplementation(((write: () => void, ms: number) => {
+      const timer = real(write, ms);
+      timers.push(timer);
+      return timer;
+    }) as typeof setTimeout);
+    try {
+      const { fd, logger } = fileLogger(batchedLogDestination);
+      logger.info('held');
+      expect(timers).toHaveLength(1);
+      expect(timers[0]!.hasRef()).toBe(false);
+      clearTimeout(timers[0]);
+      closeSync(fd);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('writes what it holds when its buffer fills during a hold, and the rest when that hold ends, on the one timer', () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const { path, fd, logger } = fileLogger(batchedLogDestination);
+      // ≈ 1 KiB lines: the 64th or so fills the 64 KiB buffer, which is then written at once.
+      const said = Array.from({ length: 100 }, (_, i) => `${i} ${'b'.repeat(1000)}`);
+      for (const msg of said) logger.info(msg);
+      const early = readFileSync(path, 'utf8').trimEnd().split('\n');
+      expect(early.length).toBeGreaterThan(50);
+      expect(early.length).toBeLessThan(100);
+      expect(vi.getTimerCount()).toBe(1);
+      vi.advanceTimersByTime(HOLD_MS);
+      const all = readFileSync(path, 'utf8').trimEnd().split('\n').map((line) => (JSON.parse(line) as { msg: string }).msg);
+      expect(all).toEqual(said);
       expect(vi.getTimerCount()).toBe(0);
       closeSync(fd);
     } finally {
@@ -177,6 +218,9 @@ describe('the log destination', () => {
     ['process.exit in the same turn', "process.exit(3)", 3],
     ['an uncaught exception in the same turn', "throw new Error('boom')", 1],
     ['the event loop running dry', '', 0],
+    // Within the hold, a turn or a timer later.
+    ['process.exit in a later turn', 'setImmediate(() => process.exit(3));', 3],
+    ['an uncaught exception in a timer within the hold', "setTimeout(() => { throw new Error('boom'); }, 1);", 1],
   ])('leaves no line behind on %s', async (_name, ending, code) => {
     const script = [
       "import pino from 'pino';",

@@ -130,7 +130,7 @@ describe('the request log line', () => {
     });
     /** The destination's held lines, written when the test says (its hold's timer, in the service). */
     const held: (() => void)[] = [];
-    const nextTurn = async () => {
+    const holdEnds = () => {
       for (const write of held.splice(0)) write();
     };
 
@@ -164,7 +164,7 @@ describe('the request log line', () => {
       requestLogWriter(logger)!(ordinary);
       expect(asText).not.toHaveBeenCalled();
       expect(commit).toHaveBeenCalledTimes(1);
-      await nextTurn();
+      holdEnds();
       expect(lines()).toEqual(pinoLines([{ at: 1_790_000_000_123, line: ordinary }]));
       close();
     });
@@ -194,7 +194,7 @@ describe('the request log line', () => {
             vi.setSystemTime(at);
             write(line);
           }
-          await nextTurn();
+          holdEnds();
           expect(entries.length ? lines() : []).toEqual(pinoLines(entries));
           close();
           vi.useRealTimers();
@@ -208,7 +208,7 @@ describe('the request log line', () => {
       const long = { ...ordinary, path: `/api/open/v1/video/generations/${'x'.repeat(70_000)}` };
       vi.setSystemTime(1_790_000_000_000);
       requestLogWriter(logger)!(long);
-      await nextTurn();
+      holdEnds();
       expect(lines()).toEqual(pinoLines([{ at: 1_790_000_000_000, line: long }]));
       close();
     });

@@ -84,7 +84,8 @@ export function startNodeService(
  * (stdout and stderr) the URL it serves ('' for none), rejects if it exits first, naming `awaited`.
  * `stdoutFile`: its standard output appended to that file, as an operator's `>> vidgen.log` would (what it appends read
  * every 20 ms until it is ready; `output()` then gives the file's last MiB), not to a pipe this process reads: the
- * server's log lines then cost it what they cost in service, a write a turn to a file, and none of this process's CPU.
+ * server's log lines then cost it what they cost in service, a write every few milliseconds to a file
+ * (log-destination.ts), and none of this process's CPU.
  */
 export function startNodeProcess(
   script: string,
