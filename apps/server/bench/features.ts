@@ -22,9 +22,8 @@ import { parseArgs } from 'node:util';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { removeOnExit, startNodeService, type NodeService } from './http/children.js';
 import { compileBenchProcesses } from './http/compiled.js';
-import { cpuSecondsOf } from './http/cpu-cost.js';
 import { median } from './http/report.js';
-import { runWrk, SUBMIT_BODY, writeStaticScript, type Load } from './http/wrk.js';
+import { runWrk, runWrkMeasured, SUBMIT_BODY, writeStaticScript, type Load } from './http/wrk.js';
 
 const { values } = parseArgs({
   options: {
@@ -50,8 +49,9 @@ const argsOf = (variant: string) => (variant === 'none' ? [] : variant === 'all'
 const work = removeOnExit(mkdtempSync(join(tmpdir(), 'vidgen-bench-features-')));
 const compiled = compileBenchProcesses();
 const auth = { Authorization: `Bearer ${kept.key}` };
+const submitHeaders = { ...auth, 'Content-Type': 'application/json' };
 const script = SUBMIT
-  ? writeStaticScript(join(work, 'submit.lua'), { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY })
+  ? writeStaticScript(join(work, 'submit.lua'), { method: 'POST', headers: submitHeaders, body: SUBMIT_BODY })
   : writeStaticScript(join(work, 'query.lua'), { method: 'GET', headers: auth });
 const services = new Map<string, NodeService>();
 try {
@@ -65,7 +65,7 @@ try {
   for (const variant of variants) {
     const answer = await fetch(
       urlOf(variant),
-      SUBMIT ? { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: SUBMIT_BODY } : { headers: auth },
+      SUBMIT ? { method: 'POST', headers: submitHeaders, body: SUBMIT_BODY } : { headers: auth },
     );
     if (answer.status !== (SUBMIT ? 202 : 200)) throw new Error(`${variant}: the ${values.request} answered ${answer.status}`);
     await answer.arrayBuffer();
@@ -75,10 +75,9 @@ try {
   for (let round = 1; round <= ROUNDS; round++) {
     for (const variant of variants) {
       const { pid } = services.get(variant)!;
-      const before = cpuSecondsOf(pid);
-      const run = await runWrk(urlOf(variant), script, LOAD);
+      const run = await runWrkMeasured(pid, urlOf(variant), script, LOAD);
       if (run.statusErrors + run.socketErrors > 0) throw new Error(`${variant}: ${run.statusErrors} error answers, ${run.socketErrors} socket errors`);
-      const cpuUs = ((cpuSecondsOf(pid) - before) * 1e6) / run.requests;
+      const { cpuUs } = run;
       runs.get(variant)!.push({ rps: run.rps, cpuUs });
       console.log(`round ${round} ${variant}: ${Math.round(run.rps)} req/s, CPU ${cpuUs.toFixed(1)} µs/answer`);
     }

@@ -60,11 +60,10 @@ import { parseArgs } from 'node:util';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, startNodeService, type NodeService } from './http/children.js';
 import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
-import { cpuSecondsOf } from './http/cpu-cost.js';
 import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
-import { runWrk, SUBMIT_BODY, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
+import { runWrk, runWrkMeasured, SUBMIT_BODY, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
 import { judgeUpstream, renderUpstreamSection, runUpstreamBench, SECTION_HEADING as UPSTREAM_HEADING, UPSTREAM_FULL, UPSTREAM_QUICK } from './upstream.js';
 import { judgeUsage, renderUsageSection, runUsageBench, SECTION_HEADING as USAGE_HEADING, USAGE_FULL, USAGE_QUICK } from './usage.js';
 import { ANALYSIS_MARKER, placeSection, sectionOf } from './http/sections.js';
@@ -229,12 +228,6 @@ let floor: NodeService | undefined;
 /** The floor with the server's own features (floor.ts --features), on its own copy of the store. */
 let featuredFloor: NodeService | undefined;
 let baseline: NodeService | undefined;
-/** A measured run with the process's CPU time per answer (µs): steadier than req/s on a machine shared with other loads. */
-async function measured(pid: number, url: string, script: string, load: Load, scriptArgs: string[] = []): Promise<WrkResult & { cpuUs: number }> {
-  const before = cpuSecondsOf(pid);
-  const run = await runWrk(url, script, load, scriptArgs);
-  return { ...run, cpuUs: ((cpuSecondsOf(pid) - before) * 1e6) / run.requests };
-}
 /** The `## Upstream following` section of this run (bench/upstream.ts renders and judges it). */
 let upstreamSection: string | undefined;
 /** The `## Account usage` section of this run (bench/usage.ts renders and judges it). */
@@ -422,19 +415,19 @@ try {
           if (answer.status !== scenario.expect) throw new Error(`${scenario.name}: the floor answered ${answer.status}, not ${scenario.expect}`);
           log(`${scenario.name}: floor`);
           await runWrk(scenario.url(floor.url), scenario.script, WARMUP, argsFor('ceiling'));
-          floorRun = await measured(floor.pid, scenario.url(floor.url), scenario.script, load, argsFor('ceiling'));
+          floorRun = await runWrkMeasured(floor.pid, scenario.url(floor.url), scenario.script, load, argsFor('ceiling'));
           log(`${scenario.name}: round ${round} floor ${Math.round(floorRun.rps)} req/s, p99 ${floorRun.p99Ms.toFixed(2)} ms, CPU ${floorRun.cpuUs.toFixed(1)} µs/answer`);
           if (floorRun.statusErrors + floorRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor gave ${floorRun.statusErrors} error answers, ${floorRun.socketErrors} socket errors`);
           log(`${scenario.name}: floor with the server's features`);
           await runWrk(scenario.url(featuredFloor.url), scenario.script, WARMUP, argsFor('ceiling'));
-          featuredRun = await measured(featuredFloor.pid, scenario.url(featuredFloor.url), scenario.script, load, argsFor('ceiling'));
+          featuredRun = await runWrkMeasured(featuredFloor.pid, scenario.url(featuredFloor.url), scenario.script, load, argsFor('ceiling'));
           log(`${scenario.name}: round ${round} floor with features ${Math.round(featuredRun.rps)} req/s (${(featuredRun.rps / floorRun.rps).toFixed(2)} of the floor), CPU ${featuredRun.cpuUs.toFixed(1)} µs/answer`);
           if (featuredRun.statusErrors + featuredRun.socketErrors > 0) throw new Error(`${scenario.name}: the floor with features gave ${featuredRun.statusErrors} error answers, ${featuredRun.socketErrors} socket errors`);
         }
         if (baseline) {
           log(`${scenario.name}: baseline`);
           await runWrk(scenario.url(baseline.url), scenario.script, WARMUP, argsFor('warmup'));
-          const run = await measured(baseline.pid, scenario.url(baseline.url), scenario.script, load, argsFor('measured'));
+          const run = await runWrkMeasured(baseline.pid, scenario.url(baseline.url), scenario.script, load, argsFor('measured'));
           log(`${scenario.name}: round ${round} baseline ${Math.round(run.rps)} req/s, p99 ${run.p99Ms.toFixed(2)} ms, CPU ${run.cpuUs.toFixed(1)} µs/answer` + (floorRun ? ` (floor ${Math.round(floorRun.rps)} req/s, p99 ${floorRun.p99Ms.toFixed(2)} ms; baseline/floor ${(run.rps / floorRun.rps).toFixed(2)})` : '') + `, errors ${run.statusErrors + run.socketErrors}`);
         }
         const note = await scenario.prepare?.(ceilingRun);
@@ -445,7 +438,7 @@ try {
         log(`${scenario.name}: server`);
         const rssBeforeMb = memoryOf(server.pid).rssMb;
         const warmupRun = await runWrk(scenario.url(server.url), scenario.script, WARMUP, argsFor('warmup'));
-        const serverRun = await measured(server.pid, scenario.url(server.url), scenario.script, load, argsFor('measured'));
+        const serverRun = await runWrkMeasured(server.pid, scenario.url(server.url), scenario.script, load, argsFor('measured'));
         // Requests wrk left in flight are still answered; let them finish before reading the store.
         await sleep(500);
         const rssAfterMb = memoryOf(server.pid).rssMb;

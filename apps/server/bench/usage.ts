@@ -37,6 +37,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { DEFAULT_PRICES, MODEL_IDS, MODEL_RULES, priceOf, type ModelId, type Resolution } from '../src/domain/catalog.js';
 import { newUlid } from '../src/domain/ids.js';
+import { TASK_STATES } from '../src/domain/states.js';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, type NodeService } from './http/children.js';
 import { cpuSecondsOf } from './http/cpu-cost.js';
@@ -162,7 +163,7 @@ async function measureScrape(baseUrl: string, dbPath: string): Promise<ScrapeRes
     db.close();
   }
   const shown = (status: string) => Number(new RegExp(`^vidgen_tasks\\{status="${status}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
-  const statuses = ['queued', 'processing', 'succeeded', 'failed', 'cancelled'];
+  const statuses = Object.values(TASK_STATES);
   const wrong = statuses.filter((status) => shown(status) !== (truth.find((row) => row.status === status)?.count ?? 0));
   if (wrong.length) throw new Error(`/metrics: vidgen_tasks differs from the tasks counted by status for ${wrong.map((status) => `${status} (${shown(status)})`).join(', ')}`);
   const total = truth.reduce((sum, row) => sum + row.count, 0);

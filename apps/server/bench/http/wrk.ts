@@ -6,6 +6,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { track } from './children.js';
+import { cpuSecondsOf } from './cpu-cost.js';
 
 export interface Load {
   threads: number;
@@ -142,4 +143,11 @@ export function runWrk(url: string, script: string, load: Load, scriptArgs: stri
       });
     });
   });
+}
+
+/** `runWrk` against the process `pid`, with its CPU time an answer (µs, all its threads): steadier than req/s on a machine shared with other loads. */
+export async function runWrkMeasured(pid: number, url: string, script: string, load: Load, scriptArgs: string[] = []): Promise<WrkResult & { cpuUs: number }> {
+  const before = cpuSecondsOf(pid);
+  const run = await runWrk(url, script, load, scriptArgs);
+  return { ...run, cpuUs: ((cpuSecondsOf(pid) - before) * 1e6) / run.requests };
 }
