@@ -3,7 +3,14 @@
  * the server (and a `--baseline` copy of the sources), each answering exactly the same requests.
  *
  *   pnpm --filter @vidgen/server bench:instructions [-- --only query,submit --requests 10000 --warmup 10000
- *                                                      --concurrency 1 --repeat 1 --baseline DIR --keep-dumps DIR]
+ *                                                      --concurrency 1 --repeat 1 --baseline DIR --keep-dumps DIR
+ *                                                      --variants correlation,headers,metrics,usage,log]
+ *
+ * `--variants`: the floor also counted with each of those features alone, and a table of what each adds to the floor
+ * (bench:features measures the same in time, which on a shared host moves more than most features cost). A feature
+ * worth less than the count's own spread between processes warmed alike (± 2–3 % at 3,000 requests of 16 connections,
+ * where the compiler's and the collector's history differ) shows as noise, even below zero; on 2026-11-28 only the
+ * headers stood out (+3.5 % of a query's floor, +2.4 % of a submission's), and the features together +9.1 % and +5.6 %.
  *
  * `--keep-dumps DIR`: each process's callgrind dump of the measured requests kept there as `<request>-<process>-<n>.out`,
  * for `callgrind_annotate` (native code by function: SQLite, V8, libuv; JavaScript shows as addresses).
@@ -58,6 +65,7 @@ const { values: args } = parseArgs({
     baseline: { type: 'string' },
     'warm-all': { type: 'boolean' },
     'keep-dumps': { type: 'string' },
+    variants: { type: 'string' },
   },
 });
 
@@ -75,11 +83,19 @@ for (const [name, value] of Object.entries({ requests: REQUESTS, warmup: WARMUP,
   if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a whole number ≥ 1, not ${value}`);
 }
 for (const kind of KINDS) if (kind !== 'query' && kind !== 'submit') throw new Error(`--only takes query and submit, not ${kind}`);
+/**
+ * --variants correlation,headers,…: the floor also counted with each of these features alone (floor.ts `--features=<list>`,
+ * as bench:features measures them in time), beside the floor with all of them; `usage` counts for submissions only.
+ */
+const FEATURES = ['correlation', 'headers', 'metrics', 'usage', 'log'];
+const VARIANTS = (args.variants ?? '').split(',').filter(Boolean);
+for (const variant of VARIANTS) if (!FEATURES.includes(variant)) throw new Error(`--variants takes ${FEATURES.join(', ')}, not ${variant}`);
 
 type Kind = 'query' | 'submit';
 /** Requests sent: the measured kinds, and the list's first page (--warm-all). */
 type Sent = Kind | 'list';
-type Process = 'floor' | 'features' | 'server' | 'baseline';
+/** `floor+<feature>`: the floor with that one feature (`--variants`). */
+type Process = 'floor' | 'features' | 'server' | 'baseline' | `floor+${string}`;
 
 const BASE = '/api/open/v1/video/generations';
 /** Node's flags under valgrind: nothing counted depends on when a background thread ran. */
@@ -208,7 +224,7 @@ async function main(): Promise<void> {
     await stopServerProcess(maker.child);
   }
 
-  const processes: Process[] = ['floor', 'features', 'server', ...(baselineMain ? (['baseline'] as const) : [])];
+  const processes: Process[] = ['floor', ...VARIANTS.map((variant) => `floor+${variant}` as const), 'features', 'server', ...(baselineMain ? (['baseline'] as const) : [])];
   const serverEnv = (dir: string, db: string) => instantServerEnv({ VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${db}`, VIDGEN_LOG_LEVEL: 'info' }, false);
   const results = new Map<string, number[]>();
   let run = 0;
@@ -224,8 +240,8 @@ async function main(): Promise<void> {
         copyFileSync(dbPath, db);
         const outFile = join(dir, 'callgrind.out');
         const started =
-          name === 'floor' || name === 'features'
-            ? await startCounted(compiled.floor, [db, ...(name === 'features' ? ['--features'] : [])], {}, outFile)
+          name === 'floor' || name === 'features' || name.startsWith('floor+')
+            ? await startCounted(compiled.floor, [db, ...(name === 'features' ? ['--features'] : name === 'floor' ? [] : [`--features=${name.slice('floor+'.length)}`])], {}, outFile)
             : await startCounted(name === 'server' ? 'dist/main.js' : baselineMain!, ['--role', 'all'], serverEnv(dir, db), outFile);
         try {
           const expect = kind === 'query' ? 200 : 202;
@@ -263,6 +279,19 @@ async function main(): Promise<void> {
     const of = (name: Process) => median(results.get(`${kind} ${name}`)!);
     const cells = processes.map((name) => results.get(`${kind} ${name}`)!.map((value) => Math.round(value).toLocaleString('en-US')).join(' / '));
     console.log(`| ${kind} | ${cells.join(' | ')} | ${(of('floor') / of('server')).toFixed(3)} | ${(of('features') / of('server')).toFixed(3)} |`);
+  }
+  if (VARIANTS.length) {
+    console.log('\nWhat each feature adds to the floor, alone and all together (instructions a request, and the share of the floor\'s):\n');
+    console.log(`| request | ${[...VARIANTS, 'all'].join(' | ')} |`);
+    console.log(`|---|${[...VARIANTS, 'all'].map(() => '---|').join('')}`);
+    for (const kind of KINDS) {
+      const floor = median(results.get(`${kind} floor`)!);
+      const over = (name: Process) => {
+        const added = median(results.get(`${kind} ${name}`)!) - floor;
+        return `${Math.round(added).toLocaleString('en-US')} (${((100 * added) / floor).toFixed(1)} %)`;
+      };
+      console.log(`| ${kind} | ${[...VARIANTS.map((variant) => over(`floor+${variant}`)), over('features')].join(' | ')} |`);
+    }
   }
 }
 
