@@ -22,6 +22,7 @@ import { parseArgs } from 'node:util';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { removeOnExit, startNodeService, type NodeService } from './http/children.js';
 import { compileBenchProcesses } from './http/compiled.js';
+import { FLOOR_FEATURES } from './http/floor-features.js';
 import { median } from './http/report.js';
 import { runWrk, runWrkMeasured, SUBMIT_BODY, writeStaticScript, type Load } from './http/wrk.js';
 
@@ -43,7 +44,7 @@ const LOAD: Load = { threads: 1, connections: Number(values.connections), second
 const ROUNDS = Math.max(1, Number(values.rounds));
 if (values.request !== 'query' && values.request !== 'submit') throw new Error(`--request query|submit, not ${values.request}`);
 const SUBMIT = values.request === 'submit';
-const variants = (values.variants ?? `none,correlation,headers,metrics,${SUBMIT ? 'usage,' : ''}log,all`).split(',');
+const variants = values.variants?.split(',') ?? ['none', ...FLOOR_FEATURES.filter((feature) => SUBMIT || feature !== 'usage'), 'all'];
 const argsOf = (variant: string) => (variant === 'none' ? [] : variant === 'all' ? ['--features'] : [`--features=${variant}`]);
 
 const work = removeOnExit(mkdtempSync(join(tmpdir(), 'vidgen-bench-features-')));

@@ -51,6 +51,7 @@ import { parseArgs } from 'node:util';
 import { median } from './http/report.js';
 import { SUBMIT_BODY } from './http/wrk.js';
 import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
+import { FLOOR_FEATURES } from './http/floor-features.js';
 import { instantServerEnv, removeOnExit, runCli, SERVER_ROOT, startInstantServer, track } from './http/children.js';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
 
@@ -87,15 +88,19 @@ for (const kind of KINDS) if (kind !== 'query' && kind !== 'submit') throw new E
  * --variants correlation,headers,…: the floor also counted with each of these features alone (floor.ts `--features=<list>`,
  * as bench:features measures them in time), beside the floor with all of them; `usage` counts for submissions only.
  */
-const FEATURES = ['correlation', 'headers', 'metrics', 'usage', 'log'];
 const VARIANTS = (args.variants ?? '').split(',').filter(Boolean);
-for (const variant of VARIANTS) if (!FEATURES.includes(variant)) throw new Error(`--variants takes ${FEATURES.join(', ')}, not ${variant}`);
+for (const variant of VARIANTS) {
+  if (!(FLOOR_FEATURES as readonly string[]).includes(variant)) throw new Error(`--variants takes ${FLOOR_FEATURES.join(', ')}, not ${variant}`);
+}
 
 type Kind = 'query' | 'submit';
 /** Requests sent: the measured kinds, and the list's first page (--warm-all). */
 type Sent = Kind | 'list';
 /** `floor+<feature>`: the floor with that one feature (`--variants`). */
 type Process = 'floor' | 'features' | 'server' | 'baseline' | `floor+${string}`;
+/** The floor's arguments after its store for a process that is the floor (none, every feature, or one); undefined for a server. */
+const floorArgs = (name: Process): string[] | undefined =>
+  name === 'floor' ? [] : name === 'features' ? ['--features'] : name.startsWith('floor+') ? [`--features=${name.slice('floor+'.length)}`] : undefined;
 
 const BASE = '/api/open/v1/video/generations';
 /** Node's flags under valgrind: nothing counted depends on when a background thread ran. */
@@ -239,10 +244,10 @@ async function main(): Promise<void> {
         const db = join(dir, 'vidgen.db');
         copyFileSync(dbPath, db);
         const outFile = join(dir, 'callgrind.out');
-        const started =
-          name === 'floor' || name === 'features' || name.startsWith('floor+')
-            ? await startCounted(compiled.floor, [db, ...(name === 'features' ? ['--features'] : name === 'floor' ? [] : [`--features=${name.slice('floor+'.length)}`])], {}, outFile)
-            : await startCounted(name === 'server' ? 'dist/main.js' : baselineMain!, ['--role', 'all'], serverEnv(dir, db), outFile);
+        const features = floorArgs(name);
+        const started = features
+          ? await startCounted(compiled.floor, [db, ...features], {}, outFile)
+          : await startCounted(name === 'server' ? 'dist/main.js' : baselineMain!, ['--role', 'all'], serverEnv(dir, db), outFile);
         try {
           const expect = kind === 'query' ? 200 : 202;
           if (WARM_ALL) {

@@ -58,7 +58,7 @@ describe('the log destination', () => {
     closeSync(fd);
   });
 
-  it('holds lines for HOLD_MS by default, on a timer that keeps no process alive, and writes them once', () => {
+  it('holds lines for HOLD_MS by default, and writes them once', () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     try {
       const dir = mkdtempSync(join(tmpdir(), 'vidgen-log-'));
@@ -84,7 +84,7 @@ describe('the log destination', () => {
     }
   });
 
-  it("holds on a timer that keeps no process alive", () => {
+  it('holds on a timer that keeps no process alive', () => {
     const timers: NodeJS.Timeout[] = [];
     const real = globalThis.setTimeout;
     const spy = vi.spyOn(globalThis, 'setTimeout').mockImplementation(((write: () => void, ms: number) => {

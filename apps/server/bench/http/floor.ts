@@ -62,6 +62,7 @@ import { PendingUsage } from '../../src/store/sqlite/pending-usage.js';
 import { prepareStatements } from '../../src/store/sqlite/sqlite-store.js';
 import { bodyValidator } from '../../src/http/spec.js';
 import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
+import { FLOOR_FEATURES } from './floor-features.js';
 
 const BASE = '/api/open/v1/video/generations';
 const DEADLINE_MS = 60 * 60 * 1000;
@@ -78,10 +79,9 @@ db.pragma('temp_store = MEMORY');
  * header, as the server's set has it), `metrics`, `usage` (the usage totals, submissions only) and `log` (the request
  * line): bench/features.ts measures them one at a time.
  */
-const FEATURE_NAMES = ['correlation', 'headers', 'metrics', 'usage', 'log'] as const;
 const featureArg = process.argv[3];
-const chosen = new Set<string>(featureArg === '--features' ? FEATURE_NAMES : featureArg?.startsWith('--features=') ? featureArg.slice('--features='.length).split(',').filter(Boolean) : []);
-for (const name of chosen) if (!(FEATURE_NAMES as readonly string[]).includes(name)) throw new Error(`floor: no feature ${name} (${FEATURE_NAMES.join(', ')})`);
+const chosen = new Set<string>(featureArg === '--features' ? FLOOR_FEATURES : featureArg?.startsWith('--features=') ? featureArg.slice('--features='.length).split(',').filter(Boolean) : []);
+for (const name of chosen) if (!(FLOOR_FEATURES as readonly string[]).includes(name)) throw new Error(`floor: no feature ${name} (${FLOOR_FEATURES.join(', ')})`);
 const FEATURES = chosen.size > 0;
 const feature = { correlation: chosen.has('correlation') || chosen.has('headers'), headers: chosen.has('headers'), metrics: chosen.has('metrics'), usage: chosen.has('usage'), log: chosen.has('log') };
 const stored = FEATURES ? prepareStatements(db) : undefined;
