@@ -63,7 +63,7 @@ export async function runService(argv: string[]): Promise<void> {
 
   const shutdown = new AbortController();
   let listeningUrl = `http://127.0.0.1:${config.port}`;
-  const files = createOutputFiles(config, () => listeningUrl);
+  const files = await createOutputFiles(config, () => listeningUrl);
   // The upstream is asked for callbacks only where it can reach us (VIDGEN_PUBLIC_BASE_URL); the token signing them is per task.
   const upstreamCallbackSecret = config.publicBaseUrl ? loadSigningSecret(config.dataDir, config.fileUrlSecret).toString('base64') : undefined;
   const worker = runsWorker

@@ -177,7 +177,7 @@ describe('storage configuration', () => {
     vi.stubEnv('AWS_ACCESS_KEY_ID', s3.credentials.accessKeyId);
     vi.stubEnv('AWS_SECRET_ACCESS_KEY', s3.credentials.secretAccessKey);
     const config = loadConfig({ ...s3Env, VIDGEN_DATA_DIR: dir, VIDGEN_S3_ENDPOINT: s3.endpoint, VIDGEN_S3_FORCE_PATH_STYLE: 'true', VIDGEN_S3_PREFIX: 'configured' });
-    const files = createOutputFiles(config, () => 'http://unused.test');
+    const files = await createOutputFiles(config, () => 'http://unused.test');
     const { path, bytes } = finishedFile();
     const url = await files.urlFor(await files.put(TASK_ID, path), inAnHour());
     expect(url.startsWith(`${s3.endpoint}/${s3.bucket}/configured/${TASK_ID}.mp4?`)).toBe(true);
