@@ -7,21 +7,27 @@
  *
  *   pnpm bench --quick --only query --skip rss,scale,pipeline,upstream,usage --no-write --keep-store /tmp/store.db
  *   pnpm --filter @vidgen/server bench:features -- --store /tmp/store.db [--rounds 7 --seconds 4 --connections 50]
- *       [--request query|submit] [--variants none,correlation,headers,metrics,usage,log,all]
+ *       [--request query|submit] [--variants none,correlation,headers,metrics,usage,log,all,server,baseline] [--baseline DIR]
  *
  * `correlation`: the id (the caller's checked, or a new one) and its header; `headers`: the server's security and cache
  * headers with the correlation id's; `metrics`: the request counted and timed; `log`: the request line (its id empty
  * without `correlation`) written a few milliseconds at a time to a file, as the server's standard output is in the benchmark;
  * `usage` (submissions only): the usage totals kept as running sums, written with each batch. The store's account has
  * credits that never run out, so every submission is answered 202 however many a run sends.
+ *
+ * Beside the floor's variants, `server` is the server itself (dist/main.js, as `pnpm bench` runs it: instant providers,
+ * no limits, no worker, its log lines at info appended to a file) and `baseline` a copy of the server's sources
+ * (`--baseline DIR`, compiled as bench/http/compiled.ts's compileBaseline does), each on its own copy of the store: a
+ * steady A/B in time of a change to the server, or of the server against the floor with every feature
+ * (`--variants none,all,server`), paired by round like the features.
  */
-import { copyFileSync, mkdtempSync, readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
-import { removeOnExit, startNodeService, type NodeService } from './http/children.js';
-import { compileBenchProcesses } from './http/compiled.js';
+import { removeOnExit, startInstantServer, startNodeService, type NodeService } from './http/children.js';
+import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
 import { FLOOR_FEATURES } from './http/floor-features.js';
 import { median } from './http/report.js';
 import { runWrk, runWrkMeasured, SUBMIT_BODY, writeStaticScript, type Load } from './http/wrk.js';
@@ -34,6 +40,7 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '50' },
     request: { type: 'string', default: 'query' },
     variants: { type: 'string' },
+    baseline: { type: 'string' },
   },
   args: process.argv.slice(2).filter((arg) => arg !== '--'),
 });
@@ -46,9 +53,12 @@ if (values.request !== 'query' && values.request !== 'submit') throw new Error(`
 const SUBMIT = values.request === 'submit';
 const variants = values.variants?.split(',') ?? ['none', ...FLOOR_FEATURES.filter((feature) => SUBMIT || feature !== 'usage'), 'all'];
 const argsOf = (variant: string) => (variant === 'none' ? [] : variant === 'all' ? ['--features'] : [`--features=${variant}`]);
+const SERVERS = ['server', 'baseline'];
+if (variants.includes('baseline') && !values.baseline) throw new Error('the baseline variant needs --baseline DIR, a copy of the server\'s sources');
 
 const work = removeOnExit(mkdtempSync(join(tmpdir(), 'vidgen-bench-features-')));
 const compiled = compileBenchProcesses();
+const baselineMain = variants.includes('baseline') ? compileBaseline(values.baseline!) : undefined;
 const auth = { Authorization: `Bearer ${kept.key}` };
 const submitHeaders = { ...auth, 'Content-Type': 'application/json' };
 const script = SUBMIT
@@ -57,6 +67,15 @@ const script = SUBMIT
 const services = new Map<string, NodeService>();
 try {
   for (const variant of variants) {
+    if (SERVERS.includes(variant)) {
+      const dir = join(work, variant);
+      mkdirSync(dir);
+      copyFileSync(storePath, join(dir, 'vidgen.db'));
+      const env = { VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${join(dir, 'vidgen.db')}`, VIDGEN_LOG_LEVEL: 'info' };
+      const script = variant === 'server' ? 'dist/main.js' : baselineMain!;
+      services.set(variant, await startInstantServer(script, env, { worker: false, logFile: join(dir, 'server.log') }));
+      continue;
+    }
     const db = join(work, `${variant}.db`);
     copyFileSync(storePath, db);
     services.set(variant, await startNodeService(compiled.floor, [db, ...argsOf(variant)], {}, [], { stdoutFile: join(work, `${variant}.log`) }));
@@ -87,13 +106,13 @@ try {
   // run back to back, so a slow spell mostly falls on both of a pair; the rounds' own CPU moved by ±10 % on a noisy host).
   const floorRuns = runs.get('none');
   console.log(`\n${SUBMIT ? 'The submission' : 'The task query'}, the floor with each feature (medians of ${ROUNDS} rounds, wrk -t1 -c${LOAD.connections} -d${LOAD.seconds}s):\n`);
-  console.log('| floor with | req/s | CPU an answer | over the floor, paired by round |');
-  console.log('|---|---|---|---|');
+  console.log('| variant | req/s | ÷ the floor\'s, paired by round | CPU an answer | over the floor, paired by round |');
+  console.log('|---|---|---|---|---|');
   for (const [variant, rs] of runs) {
     const cpu = median(rs.map((r) => r.cpuUs));
-    const over = !floorRuns || variant === 'none' ? undefined : median(rs.map((r, i) => r.cpuUs - floorRuns[i]!.cpuUs));
-    const overText = over === undefined ? '—' : `${over.toFixed(1)} µs (${((100 * over) / median(floorRuns!.map((r) => r.cpuUs))).toFixed(1)} %)`;
-    console.log(`| ${variant} | ${Math.round(median(rs.map((r) => r.rps))).toLocaleString('en-US')} | ${cpu.toFixed(1)} µs | ${overText} |`);
+    const paired = !floorRuns || variant === 'none' ? undefined : { rate: median(rs.map((r, i) => r.rps / floorRuns[i]!.rps)), cpu: median(rs.map((r, i) => r.cpuUs - floorRuns[i]!.cpuUs)) };
+    const overText = paired === undefined ? '—' : `${paired.cpu.toFixed(1)} µs (${((100 * paired.cpu) / median(floorRuns!.map((r) => r.cpuUs))).toFixed(1)} %)`;
+    console.log(`| ${variant} | ${Math.round(median(rs.map((r) => r.rps))).toLocaleString('en-US')} | ${paired ? paired.rate.toFixed(2) : '—'} | ${cpu.toFixed(1)} µs | ${overText} |`);
   }
 } finally {
   for (const service of services.values()) await stopServerProcess(service.child, 15_000);
