@@ -3,7 +3,8 @@
  * `--request submit`, the submission `pnpm bench` sends) answered by the floor with none, with each feature alone and
  * with all of them, each in its own process on its own copy of a store
  * kept by `pnpm bench --keep-store PATH`, measured in rounds in which the variants take turns (a slow spell of a shared
- * host then falls on all of them), CPU an answer from /proc and req/s, the median of the rounds.
+ * host then falls on all of them), each round starting one variant later than the last, CPU an answer from /proc and
+ * req/s, the median of the rounds.
  *
  *   pnpm bench --quick --only query --skip rss,scale,pipeline,upstream,usage --no-write --keep-store /tmp/store.db
  *   pnpm --filter @vidgen/server bench:features -- --store /tmp/store.db [--rounds 7 --seconds 4 --connections 50]
@@ -93,7 +94,9 @@ try {
   }
   const runs = new Map<string, { rps: number; cpuUs: number }[]>(variants.map((variant) => [variant, []]));
   for (let round = 1; round <= ROUNDS; round++) {
-    for (const variant of variants) {
+    // Each round starts one variant later: a host that drifts within a round then favours none of them.
+    const shift = (round - 1) % variants.length;
+    for (const variant of [...variants.slice(shift), ...variants.slice(0, shift)]) {
       const { pid } = services.get(variant)!;
       const run = await runWrkMeasured(pid, urlOf(variant), script, LOAD);
       if (run.statusErrors + run.socketErrors > 0) throw new Error(`${variant}: ${run.statusErrors} error answers, ${run.socketErrors} socket errors`);
