@@ -2,7 +2,7 @@
  * createApp(deps) builds the Hono app from one bag of dependencies and listens
  * on nothing; `main.ts` serves it, tests call `app.request()`.
  */
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { AppEnv } from './http/context.js';
 import type { AppDeps } from './http/deps.js';
@@ -10,7 +10,7 @@ import { answer } from './http/answer.js';
 import { ApiError } from './http/errors.js';
 import { createMetrics } from './http/metrics.js';
 import { RequestsInFlight } from './http/drain.js';
-import { requestFrame } from './http/frame.js';
+import { requestFrame, type Routes } from './http/frame.js';
 import { createApiKeyCache } from './http/middleware.js';
 import { registerAccountRoutes } from './http/routes/account.js';
 import { registerConsoleRoutes } from './http/routes/console.js';
@@ -37,37 +37,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     apiKeyCache: createApiKeyCache(deps, deps.config.keyCacheMs ?? 0),
   };
   const app = new Hono<AppEnv>();
-  app.use('*', requestFrame({ ...deps, metrics: deps.metrics!, requests }));
 
-  registerServiceRoutes(app, deps);
-  registerConsoleRoutes(app, deps);
-  registerModelRoutes(app, deps);
-  registerGenerationRoutes(app, deps);
-  registerAccountRoutes(app, deps);
-  registerFileRoutes(app, deps);
-  registerUpstreamCallbackRoutes(app, deps);
-  registerKeyRoutes(app, deps);
-  registerWebhookRoutes(app, deps);
-
-  // A known path with a method the spec does not give it: 405 with Allow.
-  const methodsByPath = new Map<string, string[]>();
-  for (const op of specOperations) {
-    const path = honoPath(op.path);
-    methodsByPath.set(path, [...(methodsByPath.get(path) ?? []), op.method]);
-  }
-  for (const [path, methods] of methodsByPath) {
-    const allow = [...new Set([...methods, ...(methods.includes('GET') ? ['HEAD'] : [])])].join(', ');
-    app.all(path, () => {
-      throw new ApiError('method_not_allowed', `this path supports ${allow}`, undefined, { Allow: allow });
-    });
-  }
-
-  app.notFound((c) => {
-    const error = new ApiError('not_found', `no route ${c.req.method} ${c.req.path}`);
-    return answer(c, error.toBody(), 404);
-  });
-
-  app.onError((err, c) => {
+  const answerError = (err: Error, c: Context<AppEnv>): Response => {
     if (err instanceof ApiError) {
       return answer(c, err.toBody(), err.status, err.headers);
     }
@@ -83,7 +54,54 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     deps.logger.error({ err, correlationId: c.get('correlationId') }, 'unexpected error');
     const error = new ApiError('internal_error', `an unexpected error occurred; correlation id ${c.get('correlationId')}`);
     return answer(c, error.toBody(), 500);
-  });
+  };
+  // Every route inside the request frame (frame.ts), each the only handler of its path and method: Hono then calls it
+  // without composing a chain.
+  const frame = requestFrame({ ...deps, metrics: deps.metrics!, requests, answerError });
+  const routes: Routes = {
+    get: (path, handler) => void app.get(path, frame(path, handler)),
+    post: (path, handler) => void app.post(path, frame(path, handler)),
+  };
+
+  registerServiceRoutes(routes, deps);
+  registerConsoleRoutes(routes, deps);
+  registerModelRoutes(routes, deps);
+  registerGenerationRoutes(routes, deps);
+  registerAccountRoutes(routes, deps);
+  registerFileRoutes(routes, deps);
+  registerUpstreamCallbackRoutes(routes, deps);
+  registerKeyRoutes(routes, deps);
+  registerWebhookRoutes(routes, deps);
+
+  // A known path with a method the spec does not give it: 405 with Allow. Told apart when no route matched (not as a
+  // route of its own for every method, which would give every request to a known path two handlers to compose).
+  const methodsByPath = new Map<string, string[]>();
+  for (const op of specOperations) {
+    const path = honoPath(op.path);
+    methodsByPath.set(path, [...(methodsByPath.get(path) ?? []), op.method]);
+  }
+  const knownPaths = [...methodsByPath].map(([path, methods]) => ({
+    path,
+    // A parameter is one segment, as Hono's router matches it.
+    pattern: new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}$`),
+    allow: [...new Set([...methods, ...(methods.includes('GET') ? ['HEAD'] : [])])].join(', '),
+  }));
+  const knownPathOf = (c: Context<AppEnv>) => knownPaths.find(({ pattern }) => pattern.test(c.req.path));
+
+  app.notFound(
+    frame(
+      (c) => knownPathOf(c)?.path ?? 'unmatched',
+      (c) => {
+        const known = knownPathOf(c);
+        if (known) throw new ApiError('method_not_allowed', `this path supports ${known.allow}`, undefined, { Allow: known.allow });
+        const error = new ApiError('not_found', `no route ${c.req.method} ${c.req.path}`);
+        return answer(c, error.toBody(), 404);
+      },
+    ),
+  );
+
+  // An error outside any route's frame (the frame's own).
+  app.onError(answerError);
 
   return app;
 }

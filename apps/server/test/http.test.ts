@@ -249,6 +249,34 @@ describe('service endpoints', () => {
     await store.close();
   });
 
+  it('labels an unknown path unmatched and a known path with a method it lacks by its pattern, each answered in the frame', async () => {
+    const lines: string[] = [];
+    const pino = (await import('pino')).default;
+    const h = harness({ logger: pino({ level: 'info' }, { write: (line: string) => lines.push(line) }) });
+    const missing = await h.request('GET', '/api/open/v1/nothing-here', { headers: { 'X-Correlation-Id': 'unmatched-1' } });
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get('x-correlation-id')).toBe('unmatched-1');
+    expect(missing.headers.get('cache-control')).toBe('no-store');
+    const wrongMethod = await h.request('DELETE', '/api/open/v1/video/generations/gen_01JD6Z8K4T9QW3M5R7X2B6C8N0');
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get('allow')).toBe('GET, HEAD');
+    expect(wrongMethod.headers.get('x-correlation-id')).toMatch(/^[0-9A-Z]{26}$/);
+    expect(((await wrongMethod.json()) as { error: { code: string } }).error.code).toBe('method_not_allowed');
+    // One more segment is another path: not found, not 405.
+    expect((await h.request('DELETE', '/api/open/v1/video/generations/gen_01JD6Z8K4T9QW3M5R7X2B6C8N0/x')).status).toBe(404);
+    const text = await (await h.request('GET', '/metrics')).text();
+    expect(text).toContain('vidgen_http_requests_total{method="GET",route="unmatched",status="404"} 1\n');
+    expect(text).toContain('vidgen_http_requests_total{method="DELETE",route="/api/open/v1/video/generations/:requestId",status="405"} 1\n');
+    expect(text).toContain('vidgen_http_requests_total{method="DELETE",route="unmatched",status="404"} 1\n');
+    const logged = lines.map((line) => JSON.parse(line) as { route: string; status: number; correlationId: string });
+    expect(logged.slice(0, 3).map(({ route, status }) => [route, status])).toEqual([
+      ['unmatched', 404],
+      ['/api/open/v1/video/generations/:requestId', 405],
+      ['unmatched', 404],
+    ]);
+    expect(logged[0]!.correlationId).toBe('unmatched-1');
+  });
+
   it('echoes a usable correlation id and replaces an unusable one', async () => {
     const h = harness();
     expect((await h.request('GET', '/healthz', { headers: { 'X-Correlation-Id': 'abc-123' } })).headers.get('x-correlation-id')).toBe('abc-123');

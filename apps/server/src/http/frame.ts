@@ -1,21 +1,27 @@
 /**
- * The frame around every request, in one middleware: its correlation id
- * (echoed or made), the headers every JSON answer carries (security headers
- * by place, answer.ts), the refusal while draining (drain.ts), the count of
- * requests in flight, the request's metrics and its log line, and, for an
- * answer not built by `answer()` (a file, the docs, Hono's own), its headers
- * set afterwards. One layer rather than three: each middleware layer costs a
- * dispatch and two promises per request, and this one runs for every request
- * (with the answer headers built in one object literal, the frame cost a task
- * query about a fifth of its CPU as three layers; BENCHMARKS.md).
+ * The frame around every request: its correlation id (echoed or made), the
+ * headers every JSON answer carries (security headers by place, answer.ts),
+ * the refusal while draining (drain.ts), the count of requests in flight, the
+ * answer to an error its route threw (app.ts's), the request's metrics and
+ * its log line, and, for an answer not built by `answer()` (a file, the docs,
+ * Hono's own), its headers set afterwards.
+ *
+ * It wraps each route's handler (`frame(route, handler)`, which `Routes`
+ * does for every route registered) rather than running as a middleware
+ * before them: with one handler for a request Hono calls it at once, where a
+ * middleware in front makes it compose the two, an async dispatch a layer
+ * and two promises each (BENCHMARKS.md, twenty-second pass). Each layer
+ * costs that on every request, so the route's guards are calls too
+ * (middleware.ts's `guarded`).
  */
-import type { MiddlewareHandler } from 'hono';
+import type { Context } from 'hono';
 import type { Logger } from 'pino';
 import { newCorrelationId } from '../domain/ids.js';
 import type { Clock } from '../interfaces.js';
 import { redactSecrets } from '../logging.js';
 import { answer, carriesAnswerHeaders } from './answer.js';
 import { requestHeader, type AppEnv } from './context.js';
+import type { RouteHandler } from './middleware.js';
 import { refusalWhileDraining, type RequestsInFlight } from './drain.js';
 import type { Metrics } from './metrics.js';
 import { setCorrelationIdOfResponse } from './node-server.js';
@@ -32,13 +38,27 @@ export interface FrameDeps {
   shutdown?: AbortSignal;
   docsHtml?: () => string | undefined;
   consoleMediaOrigins?: () => Promise<string[]>;
+  /** The answer to an error a route threw (an `Error`; anything else is Hono's to handle). */
+  answerError: (error: Error, c: Context<AppEnv>) => Response | Promise<Response>;
 }
 
-export function requestFrame(deps: FrameDeps): MiddlewareHandler<AppEnv> {
+/**
+ * A route's handler inside the request frame. `route`: the route's pattern, for the metrics and the log line, or,
+ * for an answer that is not a route's (not found, method not allowed), how to tell it from the request.
+ */
+export type Frame = (route: string | ((c: Context<AppEnv>) => string), handler: RouteHandler) => RouteHandler;
+
+/** Where the route modules register their routes (app.ts), each inside the request frame. */
+export interface Routes {
+  get(path: string, handler: RouteHandler): void;
+  post(path: string, handler: RouteHandler): void;
+}
+
+export function requestFrame(deps: FrameDeps): Frame {
   const logRequest = requestLogWriter(deps.logger);
   const secureOther = securingOtherAnswers(deps);
-  const { shutdown, requests, metrics } = deps;
-  return async (c, next) => {
+  const { shutdown, requests, metrics, answerError } = deps;
+  return (route, handler) => async (c) => {
     const started = performance.now();
     const given = requestHeader(c, 'x-correlation-id');
     // Echoed and logged, so it may not be (or hold) a key: a key-shaped one is replaced like a malformed one.
@@ -50,36 +70,48 @@ export function requestFrame(deps: FrameDeps): MiddlewareHandler<AppEnv> {
     const outgoing = (c.env as { outgoing?: object } | undefined)?.outgoing;
     if (outgoing) setCorrelationIdOfResponse(outgoing, correlationId);
     requests.started();
+    let res: Response;
     try {
       const refusal = refusalWhileDraining(shutdown, path);
-      if (refusal) c.res = answer(c, refusal.toBody(), refusal.status, refusal.headers);
-      else await next();
-      if (!carriesAnswerHeaders(c.res)) {
+      if (refusal) res = answer(c, refusal.toBody(), refusal.status, refusal.headers);
+      else {
+        try {
+          res = await handler(c);
+        } catch (error) {
+          if (!(error instanceof Error)) throw error;
+          c.error = error;
+          res = await answerError(error, c);
+        }
+      }
+      c.res = res;
+      if (!carriesAnswerHeaders(res)) {
         c.res.headers.set('X-Correlation-Id', correlationId);
         await secureOther(c, path);
+        res = c.res;
       }
       // An answer finished during the drain closes its connection: the next request goes elsewhere.
-      if (shutdown?.aborted) c.res.headers.set('Connection', 'close');
+      if (shutdown?.aborted) res.headers.set('Connection', 'close');
     } finally {
       requests.ended();
     }
     const seconds = (performance.now() - started) / 1000;
-    const route = c.req.routePath === '/*' ? 'unmatched' : c.req.routePath;
-    metrics.observeRequest(c.req.method, route, c.res.status, seconds);
+    const label = typeof route === 'string' ? route : route(c);
+    metrics.observeRequest(c.req.method, label, res.status, seconds);
     // The line is built only when it is written (VIDGEN_LOG_LEVEL=warn or above writes none).
     if (logRequest) {
       const key = c.get('apiKey');
       logRequest({
         correlationId,
         method: c.req.method,
-        route,
+        route: label,
         // The path only (a query string may hold anything), with anything shaped like a secret masked.
         path: redactSecrets(path),
-        status: c.res.status,
+        status: res.status,
         durationMs: Math.round(seconds * 1000 * 10) / 10,
         accountId: key?.accountId,
         keyId: key?.id,
       });
     }
+    return res;
   };
 }

@@ -1,5 +1,5 @@
 /** The account holder's view of the calling key's account: its summary, credit ledger and usage (tasks:read). */
-import type { Hono } from 'hono';
+import type { Routes } from '../frame.js';
 import { toApiKeyResource } from '../../domain/key-view.js';
 import type { QueryParams, Schemas, SuccessBody } from '@vidgen/types';
 import { bucketMs, MAX_RANGE_MS, usageBuckets, usageRange, type Granularity } from '../../domain/usage.js';
@@ -85,7 +85,7 @@ function perMinute(quota: number | undefined, windowMs: number | undefined): num
   return Math.max(1, Math.round((quota * 60_000) / windowMs));
 }
 
-export function registerAccountRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerAccountRoutes(app: Routes, deps: AppDeps): void {
   const { store, clock, config } = deps;
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
   /** The key and its scopes, then the read budget every account operation shares. */

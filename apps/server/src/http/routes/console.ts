@@ -4,7 +4,8 @@
  * app asks for one and calls the API from this same origin. Its Content-Security-Policy is in
  * security-headers.ts.
  */
-import type { Context, Hono } from 'hono';
+import type { Context } from 'hono';
+import type { Routes } from '../frame.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
@@ -32,7 +33,7 @@ function send(c: Context<AppEnv>, asset: ConsoleAsset, cacheControl: string): Re
   });
 }
 
-export function registerConsoleRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerConsoleRoutes(app: Routes, deps: AppDeps): void {
   const handler = (c: Context<AppEnv>) => {
     const assets = deps.consoleAssets?.();
     if (!assets) throw new ApiError('unavailable', 'the console has not been built: run `pnpm build`', undefined, { 'Retry-After': '60' });

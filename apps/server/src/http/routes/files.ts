@@ -1,7 +1,7 @@
 /** Output files at signed, expiring URLs, with HEAD and single byte ranges (video players seek). */
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
-import type { Hono } from 'hono';
+import type { Routes } from '../frame.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
@@ -24,11 +24,11 @@ export function parseRange(header: string | undefined, size: number): { start: n
   return end < start ? undefined : { start, end };
 }
 
-export function registerFileRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerFileRoutes(app: Routes, deps: AppDeps): void {
   const files = deps.files;
   if (!files) return;
   app.get('/files/:fileName', async (c) => {
-    const key = c.req.param('fileName');
+    const key = c.req.param('fileName')!;
     if (!files.verify(key, c.req.query('expires'), c.req.query('sig'), deps.clock.now())) {
       throw new ApiError('forbidden', 'this file link is invalid or has expired');
     }

@@ -1,6 +1,6 @@
 /** Submit, query (with long poll), list and cancel generation tasks. */
 import { createHash } from 'node:crypto';
-import type { Hono } from 'hono';
+import type { Routes } from '../frame.js';
 import type { RequestBody, SuccessBody } from '@vidgen/types';
 import { priceOf, type AspectRatio, type Resolution } from '../../domain/catalog.js';
 import { decodeCursor, encodeCursor } from '../../domain/cursor.js';
@@ -39,7 +39,7 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-export function registerGenerationRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerGenerationRoutes(app: Routes, deps: AppDeps): void {
   const { store, clock, events, config } = deps;
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
   /** The key and its scopes, then its budget: submissions have their own, everything else shares `read`. */

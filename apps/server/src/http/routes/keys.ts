@@ -2,7 +2,7 @@
  * The account's API keys, managed by one of its keys (`keys:manage`): list them, issue one (never
  * one that may do more than the calling key may), revoke one (never the calling key itself).
  */
-import type { Hono } from 'hono';
+import type { Routes } from '../frame.js';
 import { toApiKeyResource } from '../../domain/key-view.js';
 import type { RequestBody, SuccessBody } from '@vidgen/types';
 import { issueApiKey } from '../../accounts.js';
@@ -35,7 +35,7 @@ function beyondCaller(caller: ApiKeyRecord, request: CreateRequest): ErrorDetail
   return details;
 }
 
-export function registerKeyRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerKeyRoutes(app: Routes, deps: AppDeps): void {
   const { store, clock, config } = deps;
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
   const auth = (operationId: string) => [authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, 'read')];

@@ -1,5 +1,5 @@
 /** The models, their rules and this deployment's prices. */
-import type { Hono } from 'hono';
+import type { Routes } from '../frame.js';
 import type { SuccessBody } from '@vidgen/types';
 import { describeModels } from '../../domain/catalog.js';
 import { answer } from '../answer.js';
@@ -9,7 +9,7 @@ import { authenticate, guarded } from '../middleware.js';
 import { rateLimit } from '../rate-limit.js';
 import { specOperation } from '../spec.js';
 
-export function registerModelRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerModelRoutes(app: Routes, deps: AppDeps): void {
   const op = specOperation('listModels');
   const body = { success: true, data: describeModels(deps.config.prices) } satisfies SuccessBody<'listModels'>;
   const limits = { rateLimiter: deps.rateLimiter, clock: deps.clock, rateLimits: deps.config.rateLimits };

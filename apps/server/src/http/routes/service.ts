@@ -1,12 +1,12 @@
 /** Liveness, readiness, metrics, the spec and the reference page: no key needed. */
-import type { Hono } from 'hono';
+import type { Routes } from '../frame.js';
 import type { SuccessBody } from '@vidgen/types';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
 import { bundleText } from '../spec.js';
 
-export function registerServiceRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerServiceRoutes(app: Routes, deps: AppDeps): void {
   app.get('/healthz', (c) => c.json({ status: 'ok' } satisfies SuccessBody<'getHealth'>, 200));
 
   app.get('/readyz', async (c) => {

@@ -3,7 +3,7 @@
  * hint, never a result: its body is not read, and a genuine one only makes the follower query that
  * task at once. No API key and no per-key budget: the per-task token is the credential.
  */
-import type { Hono } from 'hono';
+import type { Routes } from '../frame.js';
 import type { AppEnv } from '../context.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
@@ -14,7 +14,7 @@ import { isUpstreamCallbackToken } from '../../upstream/callback-token.js';
 // One answer for a wrong token, an unknown task and a deployment that asks for no callbacks.
 const notFound = () => new ApiError('not_found', 'no callback for this task and token');
 
-export function registerUpstreamCallbackRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerUpstreamCallbackRoutes(app: Routes, deps: AppDeps): void {
   const { store, clock, logger } = deps;
   const secret = deps.upstreamCallbackSecret;
   const validateQuery = paramsValidator<{ token: string }>('receiveUpstreamCallback', 'query');

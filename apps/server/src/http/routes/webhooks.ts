@@ -2,7 +2,7 @@
  * The account's webhooks, managed by one of its keys (`webhooks:manage`): its deliveries and their
  * attempts, sending one again, and the signing secret (shown, rotated).
  */
-import type { Hono } from 'hono';
+import type { Routes } from '../frame.js';
 import type { components, RequestBody, SuccessBody } from '@vidgen/types';
 import { rotateWebhookSecret } from '../../accounts.js';
 import { decodeCursor, encodeCursor } from '../../domain/cursor.js';
@@ -55,7 +55,7 @@ const toAttempt = (attempt: DeliveryAttempt): components['schemas']['WebhookAtte
 /** The filters a list cursor is issued for, as the one string a cursor keeps (domain/cursor.ts). */
 const filterOf = (status: DeliveryStatus | undefined, requestId: string | undefined) => JSON.stringify([status ?? null, requestId ?? null]);
 
-export function registerWebhookRoutes(app: Hono<AppEnv>, deps: AppDeps): void {
+export function registerWebhookRoutes(app: Routes, deps: AppDeps): void {
   const { store, clock, config } = deps;
   const limits = { rateLimiter: deps.rateLimiter, clock, rateLimits: config.rateLimits };
   const auth = (operationId: string) => [authenticate(deps, specOperation(operationId).scopes ?? []), rateLimit(limits, 'read')];
