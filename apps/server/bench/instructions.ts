@@ -3,7 +3,7 @@
  * the server (and a `--baseline` copy of the sources), each answering exactly the same requests.
  *
  *   pnpm --filter @vidgen/server bench:instructions [-- --only query,submit --requests 10000 --warmup 10000
- *                                                      --concurrency 1 --repeat 1 --baseline DIR --keep-dumps DIR
+ *                                                      --concurrency 1 --repeat 1 --baseline DIR [--servers-only] --keep-dumps DIR
  *                                                      --variants correlation,headers,metrics,usage,log]
  *
  * `--variants`: the floor also counted with each of those features alone, and a table of what each adds to the floor
@@ -11,6 +11,8 @@
  * worth less than the count's own spread between processes warmed alike (± 2–3 % at 3,000 requests of 16 connections,
  * where the compiler's and the collector's history differ) shows as noise, even below zero; on 2026-11-28 only the
  * headers stood out (+3.5 % of a query's floor, +2.4 % of a submission's), and the features together +9.1 % and +5.6 %.
+ *
+ * `--servers-only`: only the server and the `--baseline` (no floors): an A/B of a change to the server in half the time.
  *
  * `--keep-dumps DIR`: each process's callgrind dump of the measured requests kept there as `<request>-<process>-<n>.out`,
  * for `callgrind_annotate` (native code by function: SQLite, V8, libuv; JavaScript shows as addresses).
@@ -66,6 +68,7 @@ const { values: args } = parseArgs({
     baseline: { type: 'string' },
     'warm-all': { type: 'boolean' },
     'keep-dumps': { type: 'string' },
+    'servers-only': { type: 'boolean' },
     variants: { type: 'string' },
   },
 });
@@ -229,7 +232,8 @@ async function main(): Promise<void> {
     await stopServerProcess(maker.child);
   }
 
-  const processes: Process[] = ['floor', ...VARIANTS.map((variant) => `floor+${variant}` as const), 'features', 'server', ...(baselineMain ? (['baseline'] as const) : [])];
+  const floors: Process[] = args['servers-only'] ? [] : ['floor', ...VARIANTS.map((variant) => `floor+${variant}` as const), 'features'];
+  const processes: Process[] = [...floors, 'server', ...(baselineMain ? (['baseline'] as const) : [])];
   const serverEnv = (dir: string, db: string) => instantServerEnv({ VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${db}`, VIDGEN_LOG_LEVEL: 'info' }, false);
   const results = new Map<string, number[]>();
   let run = 0;
@@ -278,14 +282,16 @@ async function main(): Promise<void> {
   const warmedWith = WARM_ALL ? ` (and before it ${WARMUP.toLocaleString('en-US')} each of queries, list pages and submissions)` : '';
   console.log(`\n${REQUESTS.toLocaleString('en-US')} requests after ${WARMUP.toLocaleString('en-US')} of warm-up${warmedWith}, ${CONCURRENCY} connection(s), node ${NODE_FLAGS.join(' ')} under callgrind\n`);
   // As throughput ratios are read: the server's share of the floor's rate if instructions were all a request cost.
-  console.log(`| request | ${processes.join(' | ')} | floor ÷ server | floor with features ÷ server |`);
-  console.log(`|---|${processes.map(() => '---|').join('')}---|---|`);
+  const ratios = floors.length > 0;
+  console.log(`| request | ${processes.join(' | ')} |${ratios ? ' floor ÷ server | floor with features ÷ server |' : ''}${baselineMain ? ' server ÷ baseline |' : ''}`);
+  console.log(`|---|${processes.map(() => '---|').join('')}${ratios ? '---|---|' : ''}${baselineMain ? '---|' : ''}`);
   for (const kind of KINDS) {
     const of = (name: Process) => median(results.get(`${kind} ${name}`)!);
     const cells = processes.map((name) => results.get(`${kind} ${name}`)!.map((value) => Math.round(value).toLocaleString('en-US')).join(' / '));
-    console.log(`| ${kind} | ${cells.join(' | ')} | ${(of('floor') / of('server')).toFixed(3)} | ${(of('features') / of('server')).toFixed(3)} |`);
+    const floorRatios = ratios ? ` ${(of('floor') / of('server')).toFixed(3)} | ${(of('features') / of('server')).toFixed(3)} |` : '';
+    console.log(`| ${kind} | ${cells.join(' | ')} |${floorRatios}${baselineMain ? ` ${(of('server') / of('baseline')).toFixed(3)} |` : ''}`);
   }
-  if (VARIANTS.length) {
+  if (VARIANTS.length && floors.length) {
     console.log('\nWhat each feature adds to the floor, alone and all together (instructions a request, and the share of the floor\'s):\n');
     console.log(`| request | ${[...VARIANTS, 'all'].join(' | ')} |`);
     console.log(`|---|${[...VARIANTS, 'all'].map(() => '---|').join('')}`);
