@@ -27,6 +27,7 @@
  * commit during that turn is seen from the next one.
  */
 import type Database from 'better-sqlite3';
+import { RollBack } from '../roll-back.js';
 
 type Settle = (failure?: { error: unknown }) => void;
 
@@ -69,7 +70,8 @@ export class GroupCommit {
   /**
    * Runs `work` now inside the open batch, opening one if none is, as one
    * savepoint: all of its statements or (it threw) none of them. Settles once
-   * the batch has committed.
+   * the batch has committed; a `RollBack` thrown by `work` (roll-back.ts) is
+   * undone like any error and answered with its outcome at once.
    */
   write<T>(work: () => T): Promise<T> {
     if (!this.batch) {
@@ -137,7 +139,8 @@ export class GroupCommit {
     } catch (error) {
       if (atomic) this.hooks?.writeEnded(false);
       if (!this.undo(atomic)) this.end({ error });
-      return Promise.reject(error);
+      // A refusal found after a write: nothing of it kept, its outcome the answer (and no promise more to turn it into one).
+      return error instanceof RollBack ? Promise.resolve(error.outcome as T) : Promise.reject(error);
     }
     if (atomic) this.hooks?.writeEnded(true);
     const batch = this.batch!;
