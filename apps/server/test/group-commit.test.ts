@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GroupCommit } from '../src/store/sqlite/group-commit.js';
 import { PendingUsage } from '../src/store/sqlite/pending-usage.js';
-import { RollBack } from '../src/store/roll-back.js';
 
 let dir: string;
 let db: Database.Database;
@@ -73,17 +72,6 @@ describe('group commit', () => {
     });
     const ok = group.write(insert('a'));
     await expect(failing).rejects.toThrow('changed its mind');
-    await ok;
-    expect(namesSeenByAnotherConnection()).toEqual(['a']);
-  });
-
-  it('answers a write that throws RollBack with its outcome, its statements undone and the others in the batch committed', async () => {
-    const refused = group.write(() => {
-      insert('x')();
-      throw new RollBack({ kind: 'refused' });
-    });
-    const ok = group.write(insert('a'));
-    expect(await refused).toEqual({ kind: 'refused' });
     await ok;
     expect(namesSeenByAnotherConnection()).toEqual(['a']);
   });

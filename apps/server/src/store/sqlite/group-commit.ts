@@ -27,7 +27,6 @@
  * commit during that turn is seen from the next one.
  */
 import type Database from 'better-sqlite3';
-import { RollBack } from '../roll-back.js';
 
 type Settle = (failure?: { error: unknown }) => void;
 
@@ -70,8 +69,7 @@ export class GroupCommit {
   /**
    * Runs `work` now inside the open batch, opening one if none is, as one
    * savepoint: all of its statements or (it threw) none of them. Settles once
-   * the batch has committed; a `RollBack` thrown by `work` (roll-back.ts) is
-   * undone like any error and answered with its outcome at once.
+   * the batch has committed.
    */
   write<T>(work: () => T): Promise<T> {
     if (!this.batch) {
@@ -139,8 +137,7 @@ export class GroupCommit {
     } catch (error) {
       if (atomic) this.hooks?.writeEnded(false);
       if (!this.undo(atomic)) this.end({ error });
-      // A refusal found after a write: nothing of it kept, its outcome the answer (and no promise more to turn it into one).
-      return error instanceof RollBack ? Promise.resolve(error.outcome as T) : Promise.reject(error);
+      return Promise.reject(error);
     }
     if (atomic) this.hooks?.writeEnded(true);
     const batch = this.batch!;

@@ -246,8 +246,10 @@ export class SqliteStore implements Store, JobQueue {
   }
 
   submitTask(input: Parameters<Store['submitTask']>[0]): Promise<SubmitOutcome> {
-    // A refusal after the charge (the cap) throws RollBack: undone, and answered with its outcome by the group commit.
-    return this.group.write(() => this.submitTaskNow(input));
+    return this.group.write(() => this.submitTaskNow(input)).catch((error: unknown) => {
+      if (error instanceof RollBack) return error.outcome as SubmitOutcome;
+      throw error;
+    });
   }
 
   private submitTaskNow(input: Parameters<Store['submitTask']>[0]): SubmitOutcome {
