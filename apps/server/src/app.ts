@@ -80,25 +80,19 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     const path = honoPath(op.path);
     methodsByPath.set(path, [...(methodsByPath.get(path) ?? []), op.method]);
   }
-  const knownPaths = [...methodsByPath].map(([path, methods]) => ({
-    path,
-    // A parameter is one segment, as Hono's router matches it.
-    pattern: new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}$`),
-    allow: [...new Set([...methods, ...(methods.includes('GET') ? ['HEAD'] : [])])].join(', '),
-  }));
-  const knownPathOf = (c: Context<AppEnv>) => knownPaths.find(({ pattern }) => pattern.test(c.req.path));
-
-  app.notFound(
-    frame(
-      (c) => knownPathOf(c)?.path ?? 'unmatched',
-      (c) => {
-        const known = knownPathOf(c);
-        if (known) throw new ApiError('method_not_allowed', `this path supports ${known.allow}`, undefined, { Allow: known.allow });
-        const error = new ApiError('not_found', `no route ${c.req.method} ${c.req.path}`);
-        return answer(c, error.toBody(), 404);
-      },
-    ),
-  );
+  // Each known path's 405, framed once here; the frame labels it by the path's pattern, as the route's own answers are.
+  const knownPaths = [...methodsByPath].map(([path, methods]) => {
+    const allow = [...new Set([...methods, ...(methods.includes('GET') ? ['HEAD'] : [])])].join(', ');
+    return {
+      // A parameter is one segment, as Hono's router matches it.
+      pattern: new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}$`),
+      answer: frame(path, () => {
+        throw new ApiError('method_not_allowed', `this path supports ${allow}`, undefined, { Allow: allow });
+      }),
+    };
+  });
+  const notFound = frame('unmatched', (c) => answer(c, new ApiError('not_found', `no route ${c.req.method} ${c.req.path}`).toBody(), 404));
+  app.notFound((c) => (knownPaths.find(({ pattern }) => pattern.test(c.req.path))?.answer ?? notFound)(c));
 
   // An error outside any route's frame (the frame's own).
   app.onError(answerError);

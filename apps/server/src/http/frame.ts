@@ -42,11 +42,8 @@ export interface FrameDeps {
   answerError: (error: Error, c: Context<AppEnv>) => Response | Promise<Response>;
 }
 
-/**
- * A route's handler inside the request frame. `route`: the route's pattern, for the metrics and the log line, or,
- * for an answer that is not a route's (not found, method not allowed), how to tell it from the request.
- */
-export type Frame = (route: string | ((c: Context<AppEnv>) => string), handler: RouteHandler) => RouteHandler;
+/** A route's handler inside the request frame. `route`: its label in the metrics and the log line (the route's pattern). */
+export type Frame = (route: string, handler: RouteHandler) => RouteHandler;
 
 /** Where the route modules register their routes (app.ts), each inside the request frame. */
 export interface Routes {
@@ -95,15 +92,14 @@ export function requestFrame(deps: FrameDeps): Frame {
       requests.ended();
     }
     const seconds = (performance.now() - started) / 1000;
-    const label = typeof route === 'string' ? route : route(c);
-    metrics.observeRequest(c.req.method, label, res.status, seconds);
+    metrics.observeRequest(c.req.method, route, res.status, seconds);
     // The line is built only when it is written (VIDGEN_LOG_LEVEL=warn or above writes none).
     if (logRequest) {
       const key = c.get('apiKey');
       logRequest({
         correlationId,
         method: c.req.method,
-        route: label,
+        route,
         // The path only (a query string may hold anything), with anything shaped like a secret masked.
         path: redactSecrets(path),
         status: res.status,
