@@ -9,6 +9,7 @@
  *   pnpm bench --quick --only query --skip rss,scale,pipeline,upstream,usage --no-write --keep-store /tmp/store.db
  *   pnpm --filter @vidgen/server bench:features -- --store /tmp/store.db [--rounds 7 --seconds 4 --connections 50]
  *       [--request query|submit] [--variants none,correlation,headers,metrics,usage,log,all,server,baseline] [--baseline DIR]
+ *       [--node-args '--trace-gc'] [--logs DIR]
  *
  * `correlation`: the id (the caller's checked, or a new one) and its header; `headers`: the server's security and cache
  * headers with the correlation id's; `metrics`: the request counted and timed; `log`: the request line (its id empty
@@ -42,6 +43,10 @@ const { values } = parseArgs({
     request: { type: 'string', default: 'query' },
     variants: { type: 'string' },
     baseline: { type: 'string' },
+    // Node's own options for every variant's process (e.g. `--trace-gc`, whose lines go to the variant's log file).
+    'node-args': { type: 'string', default: '' },
+    // Where each variant's standard output (its log lines) is kept after the run: `<variant>.log`.
+    logs: { type: 'string' },
   },
   args: process.argv.slice(2).filter((arg) => arg !== '--'),
 });
@@ -50,6 +55,7 @@ const storePath = resolve(process.env.INIT_CWD ?? process.cwd(), values.store);
 const kept = JSON.parse(readFileSync(`${storePath}.json`, 'utf8')) as { key: string; succeededId: string };
 const LOAD: Load = { threads: 1, connections: Number(values.connections), seconds: Number(values.seconds) };
 const ROUNDS = Math.max(1, Number(values.rounds));
+const NODE_ARGS = values['node-args'].split(' ').filter(Boolean);
 if (values.request !== 'query' && values.request !== 'submit') throw new Error(`--request query|submit, not ${values.request}`);
 const SUBMIT = values.request === 'submit';
 const variants = values.variants?.split(',') ?? ['none', ...FLOOR_FEATURES.filter((feature) => SUBMIT || feature !== 'usage'), 'all'];
@@ -58,6 +64,8 @@ const SERVERS = ['server', 'baseline'];
 if (variants.includes('baseline') && !values.baseline) throw new Error('the baseline variant needs --baseline DIR, a copy of the server\'s sources');
 
 const work = removeOnExit(mkdtempSync(join(tmpdir(), 'vidgen-bench-features-')));
+const logs = values.logs ? resolve(process.env.INIT_CWD ?? process.cwd(), values.logs) : work;
+mkdirSync(logs, { recursive: true });
 const compiled = compileBenchProcesses();
 const baselineMain = variants.includes('baseline') ? compileBaseline(values.baseline!) : undefined;
 const auth = { Authorization: `Bearer ${kept.key}` };
@@ -74,12 +82,12 @@ try {
       copyFileSync(storePath, join(dir, 'vidgen.db'));
       const env = { VIDGEN_DATA_DIR: dir, VIDGEN_DATABASE_URL: `sqlite:${join(dir, 'vidgen.db')}`, VIDGEN_LOG_LEVEL: 'info' };
       const script = variant === 'server' ? 'dist/main.js' : baselineMain!;
-      services.set(variant, await startInstantServer(script, env, { worker: false, logFile: join(dir, 'server.log') }));
+      services.set(variant, await startInstantServer(script, env, { worker: false, nodeArgs: NODE_ARGS, logFile: join(logs, `${variant}.log`) }));
       continue;
     }
     const db = join(work, `${variant}.db`);
     copyFileSync(storePath, db);
-    services.set(variant, await startNodeService(compiled.floor, [db, ...argsOf(variant)], {}, [], { stdoutFile: join(work, `${variant}.log`) }));
+    services.set(variant, await startNodeService(compiled.floor, [db, ...argsOf(variant)], {}, NODE_ARGS, { stdoutFile: join(logs, `${variant}.log`) }));
   }
   const base = '/api/open/v1/video/generations';
   const urlOf = (variant: string) => `${services.get(variant)!.url}${base}${SUBMIT ? '' : `/${kept.succeededId}`}`;
