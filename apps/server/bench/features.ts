@@ -4,7 +4,8 @@
  * with all of them, each in its own process on its own copy of a store
  * kept by `pnpm bench --keep-store PATH`, measured in rounds in which the variants take turns (a slow spell of a shared
  * host then falls on all of them), each round starting one variant later than the last, CPU an answer from /proc and
- * req/s, the median of the rounds.
+ * req/s, the median of the rounds; and a second table of where that CPU went (user and system, the main thread and the
+ * others) with the minor page faults and context switches an answer (bench/http/process-counters.ts).
  *
  *   pnpm bench --quick --only query --skip rss,scale,pipeline,upstream,usage --no-write --keep-store /tmp/store.db
  *   pnpm --filter @vidgen/server bench:features -- --store /tmp/store.db [--rounds 7 --seconds 4 --connections 50]
@@ -32,7 +33,8 @@ import { removeOnExit, startInstantServer, startNodeService, type NodeService } 
 import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
 import { FLOOR_FEATURES } from './http/floor-features.js';
 import { median } from './http/report.js';
-import { runWrk, runWrkMeasured, SUBMIT_BODY, writeStaticScript, type Load } from './http/wrk.js';
+import { perAnswer, processCounters, type ProcessCounters } from './http/process-counters.js';
+import { runWrk, SUBMIT_BODY, writeStaticScript, type Load } from './http/wrk.js';
 
 const { values } = parseArgs({
   options: {
@@ -100,16 +102,18 @@ try {
     await answer.arrayBuffer();
     await runWrk(urlOf(variant), script, { ...LOAD, seconds: 2 });
   }
-  const runs = new Map<string, { rps: number; cpuUs: number }[]>(variants.map((variant) => [variant, []]));
+  const runs = new Map<string, { rps: number; cpuUs: number; counts: ProcessCounters }[]>(variants.map((variant) => [variant, []]));
   for (let round = 1; round <= ROUNDS; round++) {
     // Each round starts one variant later: a host that drifts within a round then favours none of them.
     const shift = (round - 1) % variants.length;
     for (const variant of [...variants.slice(shift), ...variants.slice(0, shift)]) {
       const { pid } = services.get(variant)!;
-      const run = await runWrkMeasured(pid, urlOf(variant), script, LOAD);
+      const before = processCounters(pid);
+      const run = await runWrk(urlOf(variant), script, LOAD);
+      const counts = perAnswer(before, processCounters(pid), run.requests);
       if (run.statusErrors + run.socketErrors > 0) throw new Error(`${variant}: ${run.statusErrors} error answers, ${run.socketErrors} socket errors`);
-      const { cpuUs } = run;
-      runs.get(variant)!.push({ rps: run.rps, cpuUs });
+      const cpuUs = (counts.user + counts.system) * 1e6;
+      runs.get(variant)!.push({ rps: run.rps, cpuUs, counts });
       console.log(`round ${round} ${variant}: ${Math.round(run.rps)} req/s, CPU ${cpuUs.toFixed(1)} µs/answer`);
     }
   }
@@ -124,6 +128,18 @@ try {
     const paired = !floorRuns || variant === 'none' ? undefined : { rate: median(rs.map((r, i) => r.rps / floorRuns[i]!.rps)), cpu: median(rs.map((r, i) => r.cpuUs - floorRuns[i]!.cpuUs)) };
     const overText = paired === undefined ? '—' : `${paired.cpu.toFixed(1)} µs (${((100 * paired.cpu) / median(floorRuns!.map((r) => r.cpuUs))).toFixed(1)} %)`;
     console.log(`| ${variant} | ${Math.round(median(rs.map((r) => r.rps))).toLocaleString('en-US')} | ${paired ? paired.rate.toFixed(2) : '—'} | ${cpu.toFixed(1)} µs | ${overText} |`);
+  }
+  // Where the CPU went (/proc, medians of the rounds): the faults and switches are the kernel's share's usual causes.
+  console.log('\n| variant | user | system | main thread | other threads | minor faults | voluntary switches | involuntary switches |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const [variant, rs] of runs) {
+    const of = (pick: (c: ProcessCounters) => number) => median(rs.map((r) => pick(r.counts)));
+    const us = (pick: (c: ProcessCounters) => number) => `${(of(pick) * 1e6).toFixed(1)} µs`;
+    const each = (pick: (c: ProcessCounters) => number) => of(pick).toFixed(3);
+    console.log(
+      `| ${variant} | ${us((c) => c.user)} | ${us((c) => c.system)} | ${us((c) => c.mainUser + c.mainSystem)} | ${us((c) => c.user + c.system - c.mainUser - c.mainSystem)} | ` +
+        `${each((c) => c.minorFaults)} | ${each((c) => c.voluntarySwitches)} | ${each((c) => c.involuntarySwitches)} |`,
+    );
   }
 } finally {
   for (const service of services.values()) await stopServerProcess(service.child, 15_000);
