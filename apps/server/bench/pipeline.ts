@@ -22,6 +22,9 @@
  * - `--stores sqlite,postgres` and `--topologies all,split`: `all` is one `--role all` process per
  *   store; `split` (PostgreSQL only) is 2 `api` + 2 `worker` processes, submits alternating between
  *   the two api processes, the workers serving files through the first (VIDGEN_PUBLIC_BASE_URL).
+ *   `sqlite-floor` (in the default `--stores sqlite,sqlite-floor,postgres`) is the SQLite pipeline's floor
+ *   (bench/http/pipeline-floor.ts: the least one process does from submission to webhook on this stack) measured as
+ *   the server is, its row `SQLite floor`: SQLite's 1,000 tasks/s (issue 20) judged against what it reaches.
  * - latency: `--paced` tasks at `--rate` per second (not saturated); submit
  *   sent → webhook received, p50/p99.
  * PostgreSQL is skipped with a note when it is not reachable.
@@ -40,6 +43,7 @@ import { cpuPerTask, cpuSnapshot, type CpuCost } from './http/cpu-cost.js';
 import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 import { runPostgresFloor, type FloorProtocol, type FloorResult } from './http/pg-floor.js';
+import { compilePipelineFloor } from './http/compiled.js';
 
 const { values } = parseArgs({
   options: {
@@ -52,7 +56,8 @@ const { values } = parseArgs({
     // is the figure (one run's ratios are then not at the mercy of one slow spell of the machine). Latency: last round.
     rounds: { type: 'string', default: '1' },
     rate: { type: 'string', default: '20' },
-    stores: { type: 'string', default: 'sqlite,postgres' },
+    // `sqlite-floor`: the SQLite pipeline's floor (bench/http/pipeline-floor.ts), measured as a store of its own.
+    stores: { type: 'string', default: 'sqlite,sqlite-floor,postgres' },
     topologies: { type: 'string', default: 'all,split' },
     // Accounts the submits are spread over (each its own balance row and key), in turn.
     accounts: { type: 'string', default: '1' },
@@ -81,7 +86,8 @@ const ACCOUNTS = Number(values.accounts);
 const ROUNDS = Math.max(1, Number(values.rounds));
 /** VIDGEN_BENCH_SERVER_MAIN: another build's entry (relative to apps/server) for an A/B pair, e.g. `.dist-base/main.js`. */
 const MAIN = process.env.VIDGEN_BENCH_SERVER_MAIN ?? 'dist/main.js';
-type Topology = 'all' | 'split';
+/** `floor`: the SQLite pipeline's floor (bench/http/pipeline-floor.ts) in place of the server, started as `all` is. */
+type Topology = 'all' | 'split' | 'floor';
 const costs: { name: string; cost: TaskCost; cpu: CpuCost | undefined }[] = [];
 /**
  * The directories of the measurements done (outputs, stores), removed when the bench ends, not after each: for a while
@@ -92,6 +98,9 @@ const costs: { name: string; cost: TaskCost; cpu: CpuCost | undefined }[] = [];
  * then not paying for the last one's removal; remove /tmp/vidgen-bench-* after).
  */
 const leftBehind: string[] = [];
+let pipelineFloor: string | undefined;
+/** The pipeline floor's build, compiled the first time it is measured. */
+const pipelineFloorMain = () => (pipelineFloor ??= compilePipelineFloor());
 if (!process.env.VIDGEN_BENCH_KEEP_FILES) process.on('exit', () => leftBehind.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
 const received = new Map<string, number>();
@@ -172,11 +181,12 @@ async function measure(name: string, database: Config['database'], topology: Top
   };
   const children: ChildProcess[] = [];
   const servers: { role: string; pid: number }[] = [];
+  const main = topology === 'floor' ? pipelineFloorMain() : MAIN;
   const start = (role: Role, extra: Record<string, string> = {}) =>
-    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile], main: MAIN, inheritStderr: true, onSpawn: (child) => (children.push(child), servers.push({ role, pid: child.pid! })) });
+    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile], main, inheritStderr: true, onSpawn: (child) => (children.push(child), servers.push({ role, pid: child.pid! })) });
   let baseUrls: string[];
   try {
-    if (topology === 'all') {
+    if (topology === 'all' || topology === 'floor') {
       baseUrls = [(await start('all')).baseUrl];
     } else {
       const apiPort = await freePort();
@@ -301,16 +311,13 @@ async function measureFloor(): Promise<{ clients: number; protocol: FloorProtoco
 
 /** The variants measured, in the order each round takes them. */
 const variants: { name: string; open: () => Promise<{ database: Config['database']; drop: () => Promise<void> }>; topology: Topology }[] = [];
-if (STORES.includes('sqlite')) {
-  variants.push({
-    name: 'SQLite',
-    topology: 'all',
-    open: async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'vidgen-bench-sqlite-'));
-      return { database: { kind: 'sqlite', path: join(dir, 'vidgen.db') }, drop: async () => void leftBehind.push(dir) };
-    },
-  });
-}
+/** A SQLite store in a directory of its own, kept until the bench ends (`leftBehind`). */
+const sqliteStore = (prefix: string) => async () => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { database: { kind: 'sqlite', path: join(dir, 'vidgen.db') } as Config['database'], drop: async () => void leftBehind.push(dir) };
+};
+if (STORES.includes('sqlite')) variants.push({ name: 'SQLite', topology: 'all', open: sqliteStore('vidgen-bench-sqlite-') });
+if (STORES.includes('sqlite-floor')) variants.push({ name: 'SQLite floor', topology: 'floor', open: sqliteStore('vidgen-bench-sqlite-floor-') });
 const withPostgres = STORES.includes('postgres') && (await postgresAvailable());
 if (STORES.includes('postgres') && !withPostgres) console.log('PostgreSQL is not reachable: measured SQLite only.');
 if (withPostgres) {

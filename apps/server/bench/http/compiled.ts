@@ -38,6 +38,18 @@ export function compileBenchProcesses(): { floor: string; ceiling: string } {
   return { floor: at('bench/http/floor.js'), ceiling: at('bench/http/ceiling.js') };
 }
 
+/**
+ * The SQLite pipeline's floor (pipeline-floor.ts) compiled, beside the HTTP floor's build (which this leaves as it is:
+ * bench/pipeline.ts runs while bench/http.ts, whose build that is, waits for it); its entry, relative to apps/server.
+ */
+export function compilePipelineFloor(): string {
+  mkdirSync(BUILD, { recursive: true });
+  const outDir = removeOnExit(join(BUILD, 'pipeline-floor'));
+  rmSync(outDir, { recursive: true, force: true });
+  compile('pipeline-floor', SERVER_ROOT, outDir, ['bench/http/pipeline-floor.ts']);
+  return relative(SERVER_ROOT, join(outDir, 'bench/http/pipeline-floor.js'));
+}
+
 /** A copy of `src` (a directory in apps/server) compiled as `dist/` is, its migrations beside it; its `main.js`, relative to apps/server. */
 export function compileBaseline(sources: string): string {
   const rootDir = resolve(SERVER_ROOT, sources);

@@ -48,7 +48,6 @@ import { Hono, type Context } from 'hono';
 import type { IncomingMessage } from 'node:http';
 import type { RequestBody } from '@vidgen/types';
 import { DEFAULT_PRICES, priceOf } from '../../src/domain/catalog.js';
-import { hashApiKey } from '../../src/domain/keys.js';
 import { checkSubmissionRules } from '../../src/domain/rules.js';
 import { readJson } from '../../src/http/middleware.js';
 import { RequestMetrics } from '../../src/http/metrics.js';
@@ -63,6 +62,7 @@ import { prepareStatements } from '../../src/store/sqlite/sqlite-store.js';
 import { bodyValidator } from '../../src/http/spec.js';
 import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
 import { FLOOR_FEATURES } from './floor-features.js';
+import { floorKeys } from './floor-keys.js';
 
 const BASE = '/api/open/v1/video/generations';
 const DEADLINE_MS = 60 * 60 * 1000;
@@ -91,7 +91,6 @@ const requestMetrics = new RequestMetrics();
 // The server's request line (http/request-log.ts), written a few milliseconds at a time (log-destination.ts) to standard output.
 const logRequest = feature.log ? requestLogWriter(pino({ level: 'info', base: { service: 'vidgen', role: 'all' } }, batchedLogDestination())) : undefined;
 const sql = {
-  key: db.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
   // The task and its webhook's progress (a task with a webhook shows its delivery's status, attempts and last attempt),
   // as the server's view joins them: without the join the floor could not answer such a task.
   task: db
@@ -140,23 +139,13 @@ type TaskRow = [
 /** `sql.task`'s and `sql.page`'s columns: `TaskRow`'s, then the webhook's status, attempts and last attempt (null without one). */
 type PageRow = [...TaskRow, webhookStatus: string | null, webhookAttempts: number | null, webhookLastAttemptAt: number | null];
 
-const accounts = new Map<string, string>();
-/** With --features: the key's id by its hash, for the log line (the floor itself needs only the account). */
-const keyIds = new Map<string, string>();
-const keyIdOf = db.prepare('SELECT id FROM api_keys WHERE hash = ?').pluck();
+const keyOf = floorKeys(db);
 function accountOf(c: Context): string | undefined {
-  const authorization = c.req.header('authorization');
-  if (!authorization?.startsWith('Bearer ')) return undefined;
-  const hash = hashApiKey(authorization.slice(7));
-  let account = accounts.get(hash);
-  if (account === undefined) {
-    account = sql.key.get(hash) as string | undefined;
-    if (account === undefined) return undefined;
-    accounts.set(hash, account);
-    if (FEATURES) keyIds.set(hash, keyIdOf.get(hash) as string);
-  }
-  if (FEATURES) c.set('key' as never, { accountId: account, id: keyIds.get(hash)! } as never);
-  return account;
+  const key = keyOf(c.req.header('authorization'));
+  if (!key) return undefined;
+  // With --features: the key's id too, for the log line (the floor itself needs only the account).
+  if (FEATURES) c.set('key' as never, key as never);
+  return key.accountId;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());

@@ -98,11 +98,27 @@ export function markdownTable(head: string[], rows: string[][]): string {
   return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
 }
 
+/**
+ * SQLite's pipeline against 1,000 tasks/s, or, where it falls short, against its floor of the same run
+ * (bench/http/pipeline-floor.ts): a floor under 1,000 shows the rate out of reach of any server on this machine.
+ */
+export function sqlitePipelineTarget(sqlite: PipelineFigures | undefined, floor: PipelineFigures | undefined): Target {
+  const target = 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)';
+  if (!sqlite) return { target, figure: 'not measured', met: undefined };
+  const server = `${int(sqlite.tasksPerSecond)} tasks/s`;
+  if (!floor) return { target, figure: server, met: sqlite.tasksPerSecond >= 1000 };
+  const figure = `${server}; the floor ${int(floor.tasksPerSecond)} tasks/s, the server ${(sqlite.tasksPerSecond / floor.tasksPerSecond).toFixed(2)} of it`;
+  if (sqlite.tasksPerSecond >= 1000) return { target, figure, met: true };
+  return floor.tasksPerSecond < 1000 ? { target, figure, met: true, outOfReach: true } : { target, figure, met: false };
+}
+
 export interface Target {
   target: string;
   figure: string;
   /** undefined: not measured in this run */
   met: boolean | undefined;
+  /** In place of `met`: a target its floor shows out of reach on this machine (the issue's alternative to meeting it). */
+  outOfReach?: true;
 }
 
 /**
@@ -131,11 +147,7 @@ export function judgeTargets(results: Results, full: { scaleTasks: number; rssRe
         : { target, figure: 'not measured', met: undefined },
     );
   }
-  targets.push(
-    sqlite
-      ? { target: 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)', figure: `${int(sqlite.tasksPerSecond)} tasks/s`, met: sqlite.tasksPerSecond >= 1000 }
-      : { target: 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)', figure: 'not measured', met: undefined },
-  );
+  targets.push(sqlitePipelineTarget(sqlite, pipeline('SQLite floor')));
   for (const name of ['query, succeeded task', 'submit']) {
     const s = scenario(name);
     const target = `${name === 'submit' ? 'submit' : 'task query'} ≥ 0.85 × the floor's req/s`;
@@ -344,6 +356,6 @@ export function renderReport(results: Results, targets: Target[]): string {
   }
 
   out.push('## Targets', '');
-  out.push(markdownTable(['target', 'this run', ''], targets.map((t) => [t.target, t.figure, t.met === undefined ? '—' : t.met ? 'met' : '**missed**'])), '');
+  out.push(markdownTable(['target', 'this run', ''], targets.map((t) => [t.target, t.figure, t.met === undefined ? '—' : t.outOfReach ? 'out of reach: the floor misses it' : t.met ? 'met' : '**missed**'])), '');
   return out.join('\n');
 }
