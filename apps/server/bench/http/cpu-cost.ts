@@ -19,10 +19,10 @@ export interface CpuSnapshot {
 }
 
 /** USER_HZ, the unit of /proc's CPU times: 100 on every Linux that node runs on. */
-const TICKS = 100;
+export const TICKS = 100;
 
 /** The fields of a /proc/<pid>[/task/<tid>]/stat line after the command (which may hold spaces), from `state` on. Throws when gone. */
-function statFields(statPath: string): string[] {
+export function statFields(statPath: string): string[] {
   const stat = readFileSync(statPath, 'utf8');
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }

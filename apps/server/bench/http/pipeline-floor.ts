@@ -27,9 +27,9 @@
  * So a pipeline's rate the floor misses in the same run is out of reach of any server doing this work here.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import type { RequestBody } from '@vidgen/types';
@@ -37,6 +37,7 @@ import { DEFAULT_PRICES, priceOf } from '../../src/domain/catalog.js';
 import { checkSubmissionRules, inferMode, mediaKindOf } from '../../src/domain/rules.js';
 import { newRequestId, newUlid } from '../../src/domain/ids.js';
 import { readJson } from '../../src/http/middleware.js';
+import { createLocalOutputFiles } from '../../src/files/storage.js';
 import { bodyValidator } from '../../src/http/spec.js';
 import { createInstantProvider } from '../../src/providers/instant/instant-provider.js';
 import type { GenerationRequest } from '../../src/providers/provider.js';
@@ -53,7 +54,8 @@ const url = process.env.VIDGEN_DATABASE_URL ?? '';
 if (!url.startsWith('sqlite:')) throw new Error('pipeline floor: VIDGEN_DATABASE_URL must be sqlite:PATH');
 const dataDir = process.env.VIDGEN_DATA_DIR!;
 const outputs = join(dataDir, 'outputs');
-mkdirSync(outputs, { recursive: true });
+// The server's local output store, for its signed URLs (the floor copies each file into place itself, no `put`).
+const files = createLocalOutputFiles({ directory: outputs, publicBaseUrl: 'http://127.0.0.1', secret: randomBytes(32) });
 const db = new Database(url.slice('sqlite:'.length));
 db.pragma('journal_mode = WAL');
 db.pragma('synchronous = NORMAL');
@@ -65,7 +67,6 @@ const group = new GroupCommit(db);
 const provider = createInstantProvider({ preparedPath: join(dataDir, 'instant', 'prepared.mp4'), delayMs: 0 });
 const sender = createWebhookSender({ allowLoopback: true, ca: readFileSync(process.env.VIDGEN_WEBHOOK_CA_FILE!) });
 const secrets = [`whsec_${randomBytes(24).toString('base64')}`];
-const urlSecret = randomBytes(32);
 
 const sql = {
   lowerBalance: db.prepare('UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance >= ?'),
@@ -109,13 +110,9 @@ interface Submitted {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
-const signedUrl = (key: string, expiresMs: number) => {
-  const expires = String(Math.floor(expiresMs / 1000));
-  return `http://127.0.0.1/files/${key}?expires=${expires}&sig=${createHmac('sha256', urlSecret).update(`${key}:${expires}`).digest('base64url')}`;
-};
 
 /** The task's event (D8): the task as the query answers it, succeeded with its output. */
-function eventBody(task: Submitted, key: string, expiresAt: number, at: number): string {
+function eventBody(task: Submitted, url: string, expiresAt: number, at: number): string {
   const { taskId, references: _none, ...fields } = task.generation;
   return JSON.stringify({
     type: 'video.generation.succeeded',
@@ -130,7 +127,7 @@ function eventBody(task: Submitted, key: string, expiresAt: number, at: number):
       createdAt: iso(task.createdAt),
       updatedAt: iso(at),
       status: 'succeeded',
-      output: { type: 'video', url: signedUrl(key, expiresAt), expiresAt: iso(expiresAt) },
+      output: { type: 'video', url, expiresAt: iso(expiresAt) },
       error: null,
       completedAt: iso(at),
     },
@@ -152,7 +149,7 @@ async function run(task: Submitted): Promise<void> {
   if (!result.ok) throw new Error(`pipeline floor: the instant provider failed: ${result.error.message}`);
   const at = Date.now();
   const expiresAt = at + OUTPUT_TTL_MS;
-  const body = eventBody(task, key, expiresAt, at);
+  const body = eventBody(task, await files.urlFor(key, new Date(expiresAt)), expiresAt, at);
   const deliveryId = `msg_${newUlid(at)}`;
   await group.write(() => {
     sql.succeedTask.run(key, expiresAt, at, at, id);

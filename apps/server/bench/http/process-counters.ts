@@ -5,6 +5,7 @@
  * between two snapshots takes its switches with it; its CPU and faults stay in the process's own figures.
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { statFields, TICKS } from './cpu-cost.js';
 
 export interface ProcessCounters {
   user: number;
@@ -14,15 +15,6 @@ export interface ProcessCounters {
   minorFaults: number;
   voluntarySwitches: number;
   involuntarySwitches: number;
-}
-
-/** USER_HZ, the unit of /proc's CPU times: 100 on every Linux that node runs on. */
-const TICKS = 100;
-
-/** The fields of a /proc stat line after the command (which may hold spaces), from `state` on. */
-function statFields(path: string): string[] {
-  const stat = readFileSync(path, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
 const statusField = (status: string, name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
