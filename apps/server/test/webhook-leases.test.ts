@@ -4,9 +4,9 @@
  * another claim took its job (its heartbeats failed) is recorded but settles nothing; and the retry
  * schedule counts from the end of an attempt, not its start.
  *
- * On PostgreSQL, where a delivery's row is its own queue entry, also: the worker that completes a task
- * attempts its webhook itself, handed the delivery already claimed (no claim round), unless its webhooks
- * lane is full; one that dies holding it leaves it to another worker once the lease has run out.
+ * Also, on both: the worker that completes a task attempts its webhook itself, handed the delivery's queue
+ * entry already claimed (no claim round), unless its webhooks lane is full; one that dies holding it leaves
+ * it to another worker once the lease has run out.
  *
  * Receivers are real HTTPS servers on loopback that hold each request until the test answers it. A
  * delivery's lease and its retries are on the (manual) clock the claims are given, on both stores.
@@ -277,9 +277,22 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
     });
   });
 
-  describe.skipIf(skip || !pg)('the delivery handed to the worker that completes its task (PostgreSQL)', () => {
-    const leaseOf = async (backend: Backend, taskId: string) =>
-      (await (backend.store as PgStore).pool.query('SELECT lease_id, lease_until FROM webhook_deliveries WHERE task_id = $1', [taskId])).rows[0] as { lease_id: number; lease_until: Date | null };
+  describe.skipIf(skip)('the delivery handed to the worker that completes its task', () => {
+    /** The task's delivery's queue entry (PostgreSQL: the delivery's row; SQLite: its deliver job): its claims so far, and its lease. */
+    const leaseOf = async (backend: Backend, taskId: string): Promise<{ claims: number; leaseUntil: Date | null }> => {
+      if (pg) {
+        const { rows } = await (backend.store as PgStore).pool.query('SELECT lease_id, lease_until FROM webhook_deliveries WHERE task_id = $1', [taskId]);
+        return { claims: rows[0].lease_id as number, leaseUntil: rows[0].lease_until as Date | null };
+      }
+      const row = (backend.store as SqliteStore).db.prepare(`SELECT claims, lease_until FROM jobs WHERE kind = 'deliver' AND task_id = ?`).get(taskId) as { claims: number; lease_until: number | null };
+      return { claims: row.claims, leaseUntil: row.lease_until === null ? null : new Date(row.lease_until) };
+    };
+    /** The job id of the `n`th claim of the task's delivery, as the store's queue names it. */
+    const claimId = async (backend: Backend, taskId: string, n: number): Promise<string> => {
+      if (pg) return `webhooks/${(await backend.store.getDeliveryForTask(taskId))!.id}/${n}`;
+      const row = (backend.store as SqliteStore).db.prepare(`SELECT id FROM jobs WHERE kind = 'deliver' AND task_id = ?`).get(taskId) as { id: number };
+      return `${row.id}.${n}`;
+    };
     const claimedDeliveries = (log: QueueLog) => log.claims.filter((c) => c.provider === 'webhooks').flatMap((c) => c.jobs);
 
     it('is attempted by that worker without a claim round, under the lease it was written with', async () => {
@@ -288,8 +301,8 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       first.worker.start();
       const id = await submit();
       await until(() => posts.length === 1);
-      // Written claimed (lease_id 1), leased on the claims' clock; no claim handed it out.
-      expect(await leaseOf(backend, id)).toEqual({ lease_id: 1, lease_until: new Date(h.clock.now().getTime() + leaseMs) });
+      // Written claimed (its first claim), leased on the claims' clock; no claim handed it out.
+      expect(await leaseOf(backend, id)).toEqual({ claims: 1, leaseUntil: new Date(h.clock.now().getTime() + leaseMs) });
       expect(claimedDeliveries(first.log)).toEqual([]);
       // Its lease is kept while the attempt is open, as a claimed delivery's is.
       h.clock.advance(3 * leaseMs);
@@ -298,7 +311,7 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       posts[0]!.answer(200);
       await until(async () => (await deliveryOf(id)).status === 'delivered');
       await first.worker.idle();
-      expect(await leaseOf(backend, id)).toMatchObject({ lease_id: 1, lease_until: null });
+      expect(await leaseOf(backend, id)).toMatchObject({ claims: 1, leaseUntil: null });
       expect(await backend.queue.countJobs()).toMatchObject({ leased: 0, available: 0 });
       expect(posts).toHaveLength(1);
     });
@@ -314,9 +327,9 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
         outputKey: `${id}.mp4`,
         outputUrl: 'https://files.example.com/x',
         outputExpiresAt: new Date(h.clock.now().getTime() + 3_600_000),
-        holdDelivery: { leaseUntil: new Date(h.clock.now().getTime() + leaseMs) },
+        holdDelivery: { leaseUntil: new Date(h.clock.now().getTime() + leaseMs), workerId: 'worker_that_died' },
       });
-      expect(completed).toMatchObject({ kind: 'succeeded', heldDelivery: `webhooks/${(await deliveryOf(id)).id}/1` });
+      expect(completed).toMatchObject({ kind: 'succeeded', heldDelivery: await claimId(backend, id, 1) });
       const other = newWorker({ concurrency: { webhooks: 1 } });
       other.worker.start();
       await until(() => other.log.claims.some((c) => c.provider === 'webhooks'));
@@ -324,7 +337,7 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       h.clock.advance(leaseMs);
       other.worker.wake();
       await until(() => posts.length === 1);
-      expect(claimedDeliveries(other.log)).toMatchObject([{ id: `webhooks/${(await deliveryOf(id)).id}/2`, taskId: id, attempts: 2 }]);
+      expect(claimedDeliveries(other.log)).toMatchObject([{ id: await claimId(backend, id, 2), taskId: id, attempts: 2 }]);
       posts[0]!.answer(200);
       await until(async () => (await deliveryOf(id)).status === 'delivered');
       expect(await deliveryOf(id)).toMatchObject({ status: 'delivered', attempts: 1 });
@@ -348,17 +361,17 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       first.worker.start();
       const id = await submit();
       await completionCalled;
-      expect(await leaseOf(backend, id)).toMatchObject({ lease_id: 1 });
+      expect(await leaseOf(backend, id)).toMatchObject({ claims: 1 });
       const stopped = first.worker.stop();
       openCompletion();
       await stopped;
-      expect(await leaseOf(backend, id)).toEqual({ lease_id: 1, lease_until: null });
+      expect(await leaseOf(backend, id)).toEqual({ claims: 1, leaseUntil: null });
       expect(posts).toHaveLength(0);
       // Another worker claims it at once, without waiting out the lease.
       const other = newWorker({ concurrency: { webhooks: 1 } });
       other.worker.start();
       await until(() => posts.length === 1);
-      expect(claimedDeliveries(other.log)).toMatchObject([{ taskId: id, id: `webhooks/${(await deliveryOf(id)).id}/2` }]);
+      expect(claimedDeliveries(other.log)).toMatchObject([{ taskId: id, id: await claimId(backend, id, 2) }]);
       posts[0]!.answer(200);
       await until(async () => (await deliveryOf(id)).status === 'delivered');
     });
@@ -372,10 +385,10 @@ describe.each(backendKinds)('webhook attempts and the job lease on $name', ({ na
       // Its one webhooks slot is taken by the first task's open attempt: the second's delivery is left unclaimed.
       const queued = await submit();
       await until(async () => (await backend.store.findTask(queued))?.status === 'succeeded');
-      expect(await leaseOf(backend, queued)).toEqual({ lease_id: 0, lease_until: null });
+      expect(await leaseOf(backend, queued)).toEqual({ claims: 0, leaseUntil: null });
       posts[0]!.answer(200);
       await until(() => posts.length === 2);
-      expect(claimedDeliveries(first.log)).toMatchObject([{ taskId: queued, id: `webhooks/${(await deliveryOf(queued)).id}/1` }]);
+      expect(claimedDeliveries(first.log)).toMatchObject([{ taskId: queued, id: await claimId(backend, queued, 1) }]);
       posts[1]!.answer(200);
       await until(async () => (await deliveryOf(queued)).status === 'delivered');
       expect(await deliveryOf(held)).toMatchObject({ status: 'delivered', attempts: 1 });

@@ -467,9 +467,9 @@ export function createWorker(options: WorkerOptions): Worker {
         space.stored = true;
         const outputExpiresAt = new Date(now.getTime() + options.outputTtlMs);
         const outputUrl = await options.files.urlFor(outputKey, outputExpiresAt);
-        // The task's webhook attempted by this worker, from a webhooks slot held for it now: on a store whose deliveries are
-        // their own queue entries, the delivery is written already claimed, leased to this worker (no claim round for it,
-        // no other process woken). Without a free slot it is written for any worker to claim.
+        // The task's webhook attempted by this worker, from a webhooks slot held for it now: its queue entry is written
+        // already claimed, leased to this worker (no claim round for it, no other process woken). Without a free slot it
+        // is written for any worker to claim.
         const holding = task.webhookUrl !== null && holdWebhookSlot();
         let completed: Awaited<ReturnType<Store['completeTask']>>;
         try {
@@ -481,7 +481,7 @@ export function createWorker(options: WorkerOptions): Worker {
             outputExpiresAt,
             job: job.id,
             started: task,
-            ...(holding ? { holdDelivery: { leaseUntil: new Date(clock.now().getTime() + options.leaseMs) } } : {}),
+            ...(holding ? { holdDelivery: { leaseUntil: new Date(clock.now().getTime() + options.leaseMs), workerId } } : {}),
           });
         } finally {
           if (holding) busy.set(WEBHOOKS_LANE, (busy.get(WEBHOOKS_LANE) ?? 1) - 1);

@@ -327,11 +327,11 @@ export interface Store {
    * of the task's job (the queue's job id) that rendered it, completed in the same transaction when the task succeeds
    * (if that claim still holds it); a discarded task's job is left to its claim. `started`: the task as startTask
    * answered the claim, which a store may use to complete it in fewer round trips while nothing has changed it since;
-   * the outcome is the same with it or without it. `holdDelivery`: the caller will attempt the task's webhook itself, so a
-   * store whose deliveries are their own queue entries (PostgreSQL) writes the delivery already claimed by the caller,
-   * leased until `leaseUntil`, and answers the claim (`heldDelivery`): no claim round for it, and no other process
-   * woken for it. A caller that dies lets the lease run out, and another claims it. A store that queues deliveries as
-   * jobs (SQLite) ignores it.
+   * the outcome is the same with it or without it. `holdDelivery`: the caller (worker `workerId`) will attempt the
+   * task's webhook itself, so the store writes the delivery's queue entry (PostgreSQL: the delivery's own row; SQLite:
+   * its `deliver` job) already claimed by the caller, leased until `leaseUntil`, and answers the claim (`heldDelivery`):
+   * no claim round for it, and no other process woken for it. A caller that dies lets the lease run out, and another
+   * claims it.
    */
   completeTask(input: {
     id: string;
@@ -341,7 +341,7 @@ export interface Store {
     outputExpiresAt: Date;
     job?: string;
     started?: TaskRecord;
-    holdDelivery?: { leaseUntil: Date };
+    holdDelivery?: { leaseUntil: Date; workerId: string };
   }): Promise<CompleteOutcome>;
   /** queued | processing → failed, refunding the charge exactly once. */
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome>;

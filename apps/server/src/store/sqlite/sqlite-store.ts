@@ -357,21 +357,29 @@ export class SqliteStore implements Store, JobQueue {
     this.addUsageNow(row.account_id, row.model, input.now, { credits_refunded: row.credits_charged, cancelled: 1 });
     // Its upstream task, if any, is stopped (queued upstream) or its result discarded: the follower looks now.
     this.sql.upstreamDueNow.run({ task_id: input.id, now: ms(input.now) });
-    const cancelled = this.sql.selectTask.get(...key) as Row;
-    if (!cancelled.webhook_url) return { kind: 'cancelled', task: toTask(cancelled) };
-    this.enqueueWebhookNow(input.id, input.now, cancelled);
-    // Read again: the answer shows the delivery just enqueued.
-    return { kind: 'cancelled', task: toTask(this.sql.selectTask.get(...key) as Row) };
+    // The answer shows the delivery enqueued with it.
+    return { kind: 'cancelled', task: this.enqueueWebhookNow(toTask(this.sql.selectTask.get(...key) as Row), input.now).task };
   }
 
-  /** The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. `current`: its row as it is now, when the caller has just read it. */
-  private enqueueWebhookNow(taskId: string, now: Date, current?: Row): void {
-    const row = current ?? (this.sql.selectTaskById.get(taskId) as Row);
-    if (!row.webhook_url) return;
-    const { type, body } = webhookEventBody(toTask(row));
+  /**
+   * The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. `task`:
+   * the task as it now is, without a delivery; answered with the delivery it has then. `hold`: the delivery job written
+   * already claimed by that worker, leased until `leaseUntil` (completeTask's holdDelivery), and its claim answered.
+   */
+  private enqueueWebhookNow(task: TaskRecord, now: Date, hold?: { leaseUntil: Date; workerId: string }): { task: TaskRecord; heldDelivery?: string } {
+    if (!task.webhookUrl) return { task };
+    const { type, body } = webhookEventBody(task);
     const id = `msg_${newUlid(now.getTime())}`;
-    this.sql.insertDelivery.run({ id, task_id: taskId, account_id: row.account_id, url: row.webhook_url, event_type: type, body, now: ms(now) });
-    this.sql.insertDeliveryJob.run({ task_id: taskId, max_attempts: this.options.webhookJobAttempts, now: ms(now) });
+    this.sql.insertDelivery.run({ id, task_id: task.id, account_id: task.accountId, url: task.webhookUrl, event_type: type, body, now: ms(now) });
+    const job = { task_id: task.id, max_attempts: this.options.webhookJobAttempts, now: ms(now) };
+    let heldDelivery: string | undefined;
+    if (hold) {
+      const jobId = this.sql.insertHeldDeliveryJob.get({ ...job, worker: hold.workerId, lease_until: ms(hold.leaseUntil) }) as number;
+      // Its first claim (toJob's "<id>.<claim>").
+      heldDelivery = `${jobId}.1`;
+    } else this.sql.insertDeliveryJob.run(job);
+    const pending: TaskRecord = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
+    return heldDelivery ? { task: pending, heldDelivery } : { task: pending };
   }
 
   /** Adds to the account's running usage totals of `now`'s hour and day for the model (usage_hourly, usage_daily), as its batch commits. */
@@ -394,32 +402,36 @@ export class SqliteStore implements Store, JobQueue {
     return this.group.write(() => this.startTaskNow(input.id, input.now));
   }
 
+  /** The started task as its move returns it: an active task has no delivery yet, so its row is all tasks_with_webhook would show. */
   private startTaskNow(id: string, now: Date): StartOutcome {
-    if (this.sql.startTask.run({ id, now: ms(now) }).changes === 0) {
-      return { kind: 'not_startable', status: (this.sql.selectTaskById.get(id) as Row | undefined)?.status };
-    }
-    return { kind: 'started', task: toTask(this.sql.selectTaskById.get(id) as Row) };
+    const started = this.sql.startTask.get({ id, now: ms(now) });
+    if (started) return { kind: 'started', task: toTask(started) };
+    return { kind: 'not_startable', status: (this.sql.selectTaskById.get(id) as Row | undefined)?.status };
   }
 
-  completeTask(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): Promise<CompleteOutcome> {
+  completeTask(input: Parameters<Store['completeTask']>[0]): Promise<CompleteOutcome> {
     return this.group.write(() => this.completeTaskNow(input));
   }
 
-  private completeTaskNow(input: { id: string; now: Date; outputKey: string; outputUrl: string; outputExpiresAt: Date; job?: string }): CompleteOutcome {
-    const changed = this.sql.completeTask.run({
-      id: input.id,
-      now: ms(input.now),
-      output_key: input.outputKey,
-      output_url: input.outputUrl,
-      output_expires_at: ms(input.outputExpiresAt),
-    }).changes;
-    if (changed === 1) {
-      this.enqueueWebhookNow(input.id, input.now);
-      if (input.job) this.sql.finishJob.run({ ...claimOf(input.job), state: 'done', error: null, now: ms(input.now) });
+  /**
+   * With `started`, while the task is still as its start left it (processing, with the start's updated_at), the moved
+   * task is known without reading it back: the completion is its writes only. Otherwise (changed since, or no `started`)
+   * the task is moved if it can be and read.
+   */
+  private completeTaskNow(input: Parameters<Store['completeTask']>[0]): CompleteOutcome {
+    const { started } = input;
+    const output = { id: input.id, now: ms(input.now), output_key: input.outputKey, output_url: input.outputUrl, output_expires_at: ms(input.outputExpiresAt) };
+    let moved: TaskRecord | undefined;
+    if (started?.status === TASK_STATES.processing && this.sql.completeUnchanged.run({ ...output, started_at: ms(started.updatedAt) }).changes === 1) {
+      moved = { ...started, status: 'succeeded', outputKey: input.outputKey, outputUrl: input.outputUrl, outputExpiresAt: input.outputExpiresAt, updatedAt: input.now, completedAt: input.now, webhook: null };
+    } else if (this.sql.completeTask.run(output).changes === 1) {
+      moved = toTask(this.sql.selectTaskById.get(input.id) as Row);
     }
-    const row = this.sql.selectTaskById.get(input.id) as Row | undefined;
-    if (changed === 1 && row) this.addUsageNow(row.account_id, row.model, input.now, { succeeded: 1, seconds_delivered: row.duration });
-    return changed === 1 && row ? { kind: 'succeeded', task: toTask(row) } : { kind: 'discarded', status: row?.status };
+    if (!moved) return { kind: 'discarded', status: (this.sql.selectTaskById.get(input.id) as Row | undefined)?.status };
+    const { task, heldDelivery } = this.enqueueWebhookNow(moved, input.now, input.holdDelivery);
+    if (input.job) this.sql.finishJob.run({ ...claimOf(input.job), state: 'done', error: null, now: ms(input.now) });
+    this.addUsageNow(task.accountId, task.model, input.now, { succeeded: 1, seconds_delivered: task.duration });
+    return heldDelivery ? { kind: 'succeeded', task, heldDelivery } : { kind: 'succeeded', task };
   }
 
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
@@ -432,9 +444,9 @@ export class SqliteStore implements Store, JobQueue {
     if (changed === 0 || !row) return { kind: 'already_terminal', status: row?.status };
     this.refundNow(row, input.code, input.now);
     this.addUsageNow(row.account_id, row.model, input.now, { credits_refunded: row.credits_charged, failed: 1 });
-    this.enqueueWebhookNow(input.id, input.now);
+    const { task } = this.enqueueWebhookNow(toTask(row), input.now);
     this.sql.upstreamDueNow.run({ task_id: input.id, now: ms(input.now) });
-    return { kind: 'failed', task: toTask(this.sql.selectTaskById.get(input.id) as Row) };
+    return { kind: 'failed', task };
   }
 
   async expireOverdueTasks(input: { now: Date; limit: number }): Promise<TaskRecord[]> {
@@ -914,14 +926,22 @@ export function prepareStatements(db: Database.Database) {
       `INSERT INTO jobs (task_id, kind, provider, state, max_attempts, run_at, created_at, updated_at)
        VALUES (?, 'generate', ?, 'available', ?, ?, ?, ?)`,
     ),
-    startTask: db.prepare(
-      // A processing task is started again when its worker died and its job was claimed anew.
-      `UPDATE tasks SET status = 'processing', updated_at = @now WHERE id = @id AND status IN ${inList(ACTIVE_STATES)}`,
+    startTask: viewedRows(
+      db.prepare(
+        // A processing task is started again when its worker died and its job was claimed anew.
+        `UPDATE tasks SET status = 'processing', updated_at = @now WHERE id = @id AND status IN ${inList(ACTIVE_STATES)} RETURNING *`,
+      ),
     ),
     completeTask: db.prepare(
       `UPDATE tasks SET status = 'succeeded', output_key = @output_key, output_url = @output_url, output_expires_at = @output_expires_at,
                         updated_at = @now, completed_at = @now
        WHERE id = @id AND status IN ${inList(statesLeadingTo('succeeded'))}`,
+    ),
+    // completeTask's move of a task still as its start left it (@started_at: the start's updated_at).
+    completeUnchanged: db.prepare(
+      `UPDATE tasks SET status = 'succeeded', output_key = @output_key, output_url = @output_url, output_expires_at = @output_expires_at,
+                        updated_at = @now, completed_at = @now
+       WHERE id = @id AND status = 'processing' AND updated_at = @started_at`,
     ),
     failTask: db.prepare(
       `UPDATE tasks SET status = 'failed', error_code = @code, error_message = @message, credits_refunded = credits_charged,
@@ -975,6 +995,12 @@ export function prepareStatements(db: Database.Database) {
       `INSERT INTO jobs (task_id, kind, provider, state, max_attempts, run_at, created_at, updated_at)
        VALUES (@task_id, 'deliver', 'webhooks', 'available', @max_attempts, @now, @now, @now)`,
     ),
+    // The same job written already claimed (its first claim) by the worker that completes its task (completeTask's holdDelivery).
+    insertHeldDeliveryJob: db.prepare(
+      `INSERT INTO jobs (task_id, kind, provider, state, attempts, claims, max_attempts, run_at, lease_until, leased_by, created_at, updated_at)
+       VALUES (@task_id, 'deliver', 'webhooks', 'leased', 1, 1, @max_attempts, @now, @lease_until, @worker, @now, @now)
+       RETURNING id`,
+    ).pluck(),
     selectDelivery: db.prepare('SELECT * FROM webhook_deliveries WHERE id = ?'),
     selectDeliveryForTask: db.prepare('SELECT * FROM webhook_deliveries WHERE task_id = ?'),
     selectDeliveries: db.prepare('SELECT * FROM webhook_deliveries WHERE account_id = @account_id ORDER BY created_at DESC, id DESC LIMIT +@limit'),
