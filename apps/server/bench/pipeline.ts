@@ -405,7 +405,9 @@ if (withCpu.length) {
   }
 }
 for (const { name, cost } of lastCosts) {
-  console.log(`\n${name}: statements per task, most frequent first`);
-  for (const [text, n] of cost.top) console.log(`  ${n.toFixed(2).padStart(6)}  ${text}`);
+  const timed = cost.top.some(([, , us]) => us !== undefined);
+  console.log(`\n${name}: statements per task, most frequent first${timed ? ' (and the µs a task they took to run)' : ''}`);
+  for (const [text, n, us] of cost.top) console.log(`  ${n.toFixed(2).padStart(6)}${timed ? ` ${(us ?? 0).toFixed(1).padStart(7)} µs` : ''}  ${text}`);
+  if (timed) console.log(`  all statements: ${cost.top.reduce((sum, [, , us]) => sum + (us ?? 0), 0).toFixed(1)} µs a task (the 25 above)`);
 }
 process.exit(0);

@@ -662,7 +662,9 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
       const complete = holding('complete');
       // A failed render (its half-written output left behind): the task fails, refunded, with its event queued, and
       // then the job is completed. (A succeeded task's job is completed in the task's own transaction.)
+      let written: string | undefined;
       const failing: Behaviour = async (request) => {
+        written = request.outputPath;
         writeFileSync(request.outputPath, video(100));
         return { ok: false, error: { code: 'provider_error', message: 'failed half way' } };
       };
@@ -675,7 +677,7 @@ describe.each(backendKinds)('faults on $name', ({ name, skip, open }) => {
       await settled(p, () => hooks.length === 1);
       complete.held.open();
       // The generation job's last step is removing what its attempt left (the half-written output).
-      await until(() => !existsSync(join(p.workDir, `${id}-1.mp4`)));
+      await until(() => !existsSync(written!));
       await until(() => p.worker.running === 1);
       // Idle means the delivery has finished too.
       answerHanging(200);

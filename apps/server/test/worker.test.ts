@@ -117,7 +117,7 @@ describe('the worker', () => {
     expect(readdirSync(join(p.dir, 'work'))).toEqual([]);
   });
 
-  it('gives a provider that needs no references on disk an output path in the work directory and no directory of its own; a failed attempt leaves nothing', async () => {
+  it('gives a provider that needs no references on disk an output path where local storage keeps outputs, under the task\'s key, and no directory of its own; a failed attempt leaves nothing', async () => {
     let fails = false;
     const provider = {
       ...scriptedProvider(async (request) => {
@@ -131,14 +131,50 @@ describe('the worker', () => {
     p.worker.start();
     const done = await submit(p, key);
     await until(async () => (await task(p, key, done)).status === 'succeeded');
-    expect(provider.requests.map((r) => r.outputPath)).toEqual([join(p.dir, 'work', `${done}-1.mp4`)]);
+    // Written where it is kept: nothing moved, and no work directory made.
+    expect(provider.requests.map((r) => r.outputPath)).toEqual([join(p.dir, 'outputs', `${done}.mp4`)]);
+    expect((await task(p, key, done)).output.url).toMatch(new RegExp(`/files/${done}\\.mp4\\?`));
     expect(readdirSync(join(p.dir, 'outputs'))).toEqual([`${done}.mp4`]);
     fails = true;
     const failed = await submit(p, key);
     await until(async () => (await task(p, key, failed)).status === 'failed');
     await p.worker.idle();
-    // The output moved into storage, the failed one's file removed: no file and no directory left behind.
-    expect(readdirSync(join(p.dir, 'work'))).toEqual([]);
+    // The failed one's file removed: no file and no directory left behind.
+    expect(readdirSync(join(p.dir, 'outputs'))).toEqual([`${done}.mp4`]);
+    expect(existsSync(join(p.dir, 'work'))).toBe(false);
+  });
+
+  it('writes a later attempt in place under a key of its own: a render of an earlier claim that ends late neither writes over it nor stays behind', async () => {
+    const inProcess = (behaviour: (request: GenerationRequest) => Promise<GenerationResult>) => ({ ...scriptedProvider(behaviour), needsLocalMedia: false });
+    let finishFirst: (() => void) | undefined;
+    const late = Buffer.from('a late render, not the output');
+    const firstProvider = inProcess((request) => new Promise((resolve) => (finishFirst = () => (writeFileSync(request.outputPath, late), resolve({ ok: true })))));
+    const secondProvider = inProcess(writesVideo);
+    const p = pipeline(secondProvider);
+    const { key, accountId } = await p.account(100);
+    const id = await submit(p, key);
+    const first = p.newWorker(firstProvider);
+    cleanups.unshift(() => first.stop({ graceMs: 0 }));
+    first.start();
+    await until(() => finishFirst !== undefined);
+    // The first claim's lease runs out (its heartbeats are real-time, this clock is not): the job is claimed again.
+    p.clock.advance(60_000);
+    p.worker.start();
+    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    expect(firstProvider.requests[0]!.outputPath).toBe(join(p.dir, 'outputs', `${id}.mp4`));
+    expect(secondProvider.requests[0]!.outputPath).toBe(join(p.dir, 'outputs', `${id}-2.mp4`));
+    finishFirst!();
+    await first.idle();
+
+    // The task's output is the second attempt's, served; the first's file, written after the task ended, is removed.
+    const done = await task(p, key, id);
+    const url = new URL(done.output.url);
+    expect(url.pathname).toBe(`/files/${id}-2.mp4`);
+    const res = await p.request('GET', url.pathname + url.search);
+    expect(res.status).toBe(200);
+    expect(Buffer.from(await res.arrayBuffer())).toEqual(MP4_BYTES);
+    expect(readdirSync(join(p.dir, 'outputs'))).toEqual([`${id}-2.mp4`]);
+    expect((await p.store.listLedger(accountId)).map((e) => e.kind)).toEqual(['grant', 'charge']);
   });
 
   it('claims as many jobs as a lane has free slots in one claim, and sweeps deadlines only when its poll timer fires', async () => {

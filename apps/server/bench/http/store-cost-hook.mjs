@@ -10,6 +10,9 @@
  *   write commits and the WAL they appended, read from the WAL index (`-shm`: mxFrame and the salt that
  *   changes when the WAL restarts after a checkpoint) after each statement that ends a transaction.
  *
+ * With VIDGEN_BENCH_TIME_SQL=1 also the time each SQLite statement text took to run (ms, summed; `byTime`), from the
+ * clock read around each run: the statements' share of a task, which a CPU profile shows only as one sum.
+ *
  * On SIGUSR2 the counts are written to `<dir>/<pid>.json` (with a sequence number, so the reader knows
  * it has the answer to its signal). Plain JavaScript: loaded before the built server, without tsx.
  */
@@ -21,8 +24,9 @@ const dir = process.env.VIDGEN_BENCH_COUNT_SQL;
 const require = createRequire(import.meta.url);
 const counts = {
   pg: { roundTrips: 0, statements: 0, begins: 0, commits: 0, rollbacks: 0, byText: {} },
-  sqlite: { statements: 0, writeCommits: 0, walFrames: 0, walResets: 0, walBytes: 0, byText: {} },
+  sqlite: { statements: 0, writeCommits: 0, walFrames: 0, walResets: 0, walBytes: 0, byText: {}, byTime: {} },
 };
+const timed = process.env.VIDGEN_BENCH_TIME_SQL === '1';
 /** A statement's label: its start, whitespace folded (only the start is read: a message's statements hold whole webhook bodies). */
 const label = (text) => String(text).slice(0, 160).replace(/\s+/g, ' ').trim().slice(0, 90);
 
@@ -105,17 +109,20 @@ if (dir) {
     };
     /** A prepared statement's label, made once per text (labelling every run was 2.4 % of a loaded server's CPU). */
     const labels = new Map();
-    const count = (text) => {
+    /** Counts a run of `text`; `startedAt` (performance.now() before it ran, when timed) adds its time. */
+    const count = (text, startedAt) => {
       const c = counts.sqlite;
       c.statements++;
       let key = labels.get(text);
       if (key === undefined) labels.set(text, (key = label(text)));
       c.byText[key] = (c.byText[key] ?? 0) + 1;
+      if (startedAt !== undefined) c.byTime[key] = (c.byTime[key] ?? 0) + performance.now() - startedAt;
     };
     const exec = Database.prototype.exec;
     Database.prototype.exec = function countedExec(sql) {
-      count(sql);
+      const startedAt = timed ? performance.now() : undefined;
       const result = exec.call(this, sql);
+      count(sql, startedAt);
       if (!this.inTransaction) afterTransaction(this);
       return result;
     };
@@ -129,8 +136,9 @@ if (dir) {
         for (const method of ['run', 'get', 'all', 'iterate']) {
           const original = proto[method];
           proto[method] = function countedStatement(...params) {
-            count(this.source);
+            const startedAt = timed ? performance.now() : undefined;
             const result = original.apply(this, params);
+            count(this.source, startedAt);
             if (!this.database.inTransaction) afterTransaction(this.database);
             return result;
           };

@@ -20,7 +20,7 @@ export const STORE_COST_HOOK = fileURLToPath(new URL('./store-cost-hook.mjs', im
 interface ProcessCounts {
   seq: number;
   pg: { roundTrips: number; statements: number; begins: number; commits: number; rollbacks: number; byText: Record<string, number> };
-  sqlite: { statements: number; writeCommits: number; walFrames: number; walResets: number; walBytes: number; byText: Record<string, number> };
+  sqlite: { statements: number; writeCommits: number; walFrames: number; walResets: number; walBytes: number; byText: Record<string, number>; byTime?: Record<string, number> };
 }
 
 export interface CostSnapshot {
@@ -81,8 +81,8 @@ export interface TaskCost {
   walBytes: number;
   /** PostgreSQL: rows inserted, updated or deleted (pg_stat_database). */
   rowsWritten: number | undefined;
-  /** The statements sent most often, per task. */
-  top: [string, number][];
+  /** The statements sent most often, per task; with the µs a task they took to run, where timed (SQLite, VIDGEN_BENCH_TIME_SQL=1). */
+  top: [string, number, number?][];
 }
 
 /** Per task between two snapshots of the same processes. */
@@ -95,11 +95,19 @@ export function costPerTask(before: CostSnapshot, after: CostSnapshot, tasks: nu
       for (const [text, n] of Object.entries(kind === 'postgres' ? counts.pg.byText : counts.sqlite.byText)) byText.set(text, (byText.get(text) ?? 0) + sign * n);
     }
   }
+  const byTime = new Map<string, number>();
+  if (kind === 'sqlite') {
+    for (const [sign, snapshot] of [[1, after], [-1, before]] as const) {
+      for (const counts of snapshot.processes) {
+        for (const [text, ms] of Object.entries(counts.sqlite.byTime ?? {})) byTime.set(text, (byTime.get(text) ?? 0) + sign * ms);
+      }
+    }
+  }
   const top = [...byText.entries()]
     .filter(([, n]) => n > 0)
     .sort((a, b) => b[1] - a[1])
     .slice(0, 25)
-    .map(([text, n]) => [text, n / tasks] as [string, number]);
+    .map(([text, n]): [string, number, number?] => (byTime.has(text) ? [text, n / tasks, (byTime.get(text)! * 1000) / tasks] : [text, n / tasks]));
   if (kind === 'postgres') {
     const pgBefore = before.postgres!;
     const pgAfter = after.postgres!;

@@ -7,11 +7,18 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { copyFile, rename, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 
 export interface OutputFiles {
-  /** Moves a finished file into storage; returns its key. */
+  /** Moves a finished file into storage; returns its key. A file at a path placeFor gave is there already: only its key. */
   put(taskId: string, sourcePath: string): Promise<string>;
+  /**
+   * Storage on this machine's disk only: where an attempt's output is written to be kept where it lies, under a key of
+   * its own (the first attempt's is the task's, `<task>.mp4`; a later one's `<task>-<attempt>.mp4`, so that a render
+   * another claim left running cannot write over its retry's). The worker has a provider that renders in this process
+   * write there, and put() then moves nothing: a rename a task fewer. Absent where outputs are kept elsewhere (a bucket).
+   */
+  placeFor?(taskId: string, attempt: number): string;
   /** A URL that serves the file until `expiresAt` (async: a bucket's presigner may look up credentials). */
   urlFor(key: string, expiresAt: Date): Promise<string>;
   /** Whether `expires`/`sig` from a /files URL are genuine and not past. */
@@ -21,7 +28,8 @@ export interface OutputFiles {
   remove(key: string): Promise<void>;
 }
 
-export const KEY = /^gen_[0-9A-Za-z]{16,64}\.mp4$/;
+/** An output's key: its task's id, and the attempt after the first that wrote it in place (placeFor). */
+export const KEY = /^gen_[0-9A-Za-z]{16,64}(-[1-9][0-9]{0,5})?\.mp4$/;
 
 /**
  * The signing secret: configured, or made once and kept in the data dir so URLs survive restarts.
@@ -53,10 +61,14 @@ export function createLocalOutputFiles(options: { directory: string; publicBaseU
   mkdirSync(options.directory, { recursive: true });
   const base = () => (typeof options.publicBaseUrl === 'function' ? options.publicBaseUrl() : options.publicBaseUrl).replace(/\/$/, '');
   const sign = (key: string, expires: string) => createHmac('sha256', options.secret).update(`${key}:${expires}`).digest('base64url');
-  const pathOf = (key: string) => join(options.directory, key);
+  const directory = resolve(options.directory);
+  const pathOf = (key: string) => join(directory, key);
 
   return {
     async put(taskId, sourcePath) {
+      // Written where it is kept (placeFor).
+      const name = basename(sourcePath);
+      if (dirname(sourcePath) === directory && KEY.test(name) && (name === `${taskId}.mp4` || name.startsWith(`${taskId}-`))) return name;
       const key = `${taskId}.mp4`;
       try {
         await rename(sourcePath, pathOf(key));
@@ -67,6 +79,9 @@ export function createLocalOutputFiles(options: { directory: string; publicBaseU
         await rm(sourcePath, { force: true });
       }
       return key;
+    },
+    placeFor(taskId, attempt) {
+      return pathOf(attempt > 1 ? `${taskId}-${attempt}.mp4` : `${taskId}.mp4`);
     },
     async urlFor(key, expiresAt) {
       const expires = String(Math.floor(expiresAt.getTime() / 1000));

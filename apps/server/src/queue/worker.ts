@@ -108,7 +108,7 @@ interface AttemptSpace {
   dir?: string;
   /** Where the provider leaves the MP4. */
   outputPath: string;
-  /** The output was moved into storage (OutputFiles.put takes it away): nothing left there to remove. */
+  /** The output is in storage (OutputFiles.put moved it there, or it was written there): nothing left to remove. */
   stored?: boolean;
 }
 
@@ -496,8 +496,10 @@ export function createWorker(options: WorkerOptions): Worker {
           }
           return;
         } else if (completed.status === 'succeeded') {
-          // Another claim of the job (this one's lease had run out) completed the task first. Outputs are
-          // stored under the task's key, so the file there is the task's output: kept.
+          // Another claim of the job (this one's lease had run out) completed the task first. Its output is kept: this
+          // attempt's file too if it is that (moved into storage under the task's key), else removed (written in place
+          // under this attempt's own key).
+          await removeUnlessOutputOf(task, outputKey, log);
           log.info('task completed by another claim first: its output kept');
         } else {
           // Cancelled while rendering: the result is discarded (D7).
@@ -563,7 +565,9 @@ export function createWorker(options: WorkerOptions): Worker {
    * else only its output file, beside the other attempts' in the work directory. A directory made and removed per
    * task is not free on ext4: its inode allocator steps over each inode deleted in the last seconds, and at hundreds
    * of tasks a second that was half of the worker's CPU (BENCHMARKS.md, fifth pass). Either way the attempt is in
-   * the name, so a render orphaned by a killed process cannot collide with its retry.
+   * the name, so a render orphaned by a killed process cannot collide with its retry. A provider that renders in this
+   * process (it needs no references on disk) writes straight to where local storage keeps outputs (OutputFiles.placeFor),
+   * under a key with the attempt in it: moving the file there was a rename a task (BENCHMARKS.md, twenty-fourth pass).
    */
   async function attemptSpace(taskId: string, attempt: number, provider: Provider): Promise<AttemptSpace> {
     if (provider.needsLocalMedia) {
@@ -571,6 +575,9 @@ export function createWorker(options: WorkerOptions): Worker {
       await mkdir(dir, { recursive: true });
       return { dir, outputPath: join(dir, 'output.mp4') };
     }
+    // Written where the store keeps it, when it keeps it on this disk: no move into storage afterwards.
+    const placed = options.files.placeFor?.(taskId, attempt);
+    if (placed) return { outputPath: placed };
     workDirMade ??= mkdir(options.workDir, { recursive: true }).then(
       () => {},
       (error: unknown) => {
