@@ -82,6 +82,23 @@ async function submit(p: Pipeline, key: string, body: Record<string, unknown> = 
 
 const task = async (p: Pipeline, key: string, id: string) => (await (await p.request('GET', `${SUBMIT}/${id}`, { key })).json()) as any;
 
+/**
+ * A task rendered twice: `firstProvider`'s claim holds it until its lease runs out (its heartbeats are real-time, the
+ * clock is not), the pipeline's own worker claims it again and completes it; then the first render ends (`finishFirst`).
+ * `held`: the first render has begun, and is waiting to be let finish.
+ */
+async function renderedTwice(p: Pipeline, key: string, firstProvider: Provider, held: () => boolean): Promise<{ id: string; first: Worker }> {
+  const id = await submit(p, key);
+  const first = p.newWorker(firstProvider);
+  cleanups.unshift(() => first.stop({ graceMs: 0 }));
+  first.start();
+  await until(held);
+  p.clock.advance(60_000);
+  p.worker.start();
+  await until(async () => (await task(p, key, id)).status === 'succeeded');
+  return { id, first };
+}
+
 describe('the worker', () => {
   it('takes a task from queued through processing to succeeded, with a signed output URL', async () => {
     const p = pipeline(scriptedProvider(writesVideo));
@@ -152,15 +169,7 @@ describe('the worker', () => {
     const secondProvider = inProcess(writesVideo);
     const p = pipeline(secondProvider);
     const { key, accountId } = await p.account(100);
-    const id = await submit(p, key);
-    const first = p.newWorker(firstProvider);
-    cleanups.unshift(() => first.stop({ graceMs: 0 }));
-    first.start();
-    await until(() => finishFirst !== undefined);
-    // The first claim's lease runs out (its heartbeats are real-time, this clock is not): the job is claimed again.
-    p.clock.advance(60_000);
-    p.worker.start();
-    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    const { id, first } = await renderedTwice(p, key, firstProvider, () => finishFirst !== undefined);
     expect(firstProvider.requests[0]!.outputPath).toBe(join(p.dir, 'outputs', `${id}.mp4`));
     expect(secondProvider.requests[0]!.outputPath).toBe(join(p.dir, 'outputs', `${id}-2.mp4`));
     finishFirst!();
@@ -416,15 +425,8 @@ describe('the worker', () => {
     let finishFirst: (() => void) | undefined;
     const p = pipeline(scriptedProvider(writesVideo));
     const { key, accountId } = await p.account(100);
-    const id = await submit(p, key);
-    const first = p.newWorker(scriptedProvider((request) => new Promise((resolve) => (finishFirst = () => resolve(writesVideo(request))))));
-    cleanups.unshift(() => first.stop({ graceMs: 0 }));
-    first.start();
-    await until(() => finishFirst !== undefined);
-    // The first claim's lease runs out (its heartbeats are real-time, this clock is not): the job is claimed again.
-    p.clock.advance(60_000);
-    p.worker.start();
-    await until(async () => (await task(p, key, id)).status === 'succeeded');
+    const firstProvider = scriptedProvider((request) => new Promise((resolve) => (finishFirst = () => resolve(writesVideo(request)))));
+    const { id, first } = await renderedTwice(p, key, firstProvider, () => finishFirst !== undefined);
     finishFirst!();
     await first.idle();
 
