@@ -1,6 +1,6 @@
-/** The instant provider (benchmarks and multi-process tests): one prepared MP4, copied per task. */
+/** The instant provider (benchmarks and multi-process tests): one prepared MP4, linked (or copied) per task. */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +35,30 @@ describe('the instant provider', () => {
     expect(statSync(join(dir, 'a.mp4')).size).toBe(statSync(join(dir, 'prepared', 'instant.mp4')).size);
     const { stdout } = await promisify(execFile)(ffprobe, ['-v', 'error', '-show_streams', '-of', 'json', join(dir, 'b.mp4')]);
     expect(JSON.parse(stdout).streams[0]).toMatchObject({ codec_type: 'video', codec_name: 'h264', width: 160, height: 90 });
+  });
+
+  it('links each output to the prepared file, and copies it where a link is refused', async () => {
+    const preparedPath = join(dir, 'prepared', 'instant.mp4');
+    const provider = createInstantProvider({ preparedPath, delayMs: 0 });
+    expect(await provider.generate(request('linked'))).toEqual({ ok: true });
+    expect(statSync(join(dir, 'linked.mp4')).ino).toBe(statSync(preparedPath).ino);
+    // A name already there (a link would fail with EEXIST): written over with a copy.
+    writeFileSync(join(dir, 'taken.mp4'), 'not a video');
+    expect(await provider.generate(request('taken'))).toEqual({ ok: true });
+    expect(readFileSync(join(dir, 'taken.mp4'))).toEqual(readFileSync(preparedPath));
+    expect(statSync(join(dir, 'taken.mp4')).ino).not.toBe(statSync(preparedPath).ino);
+  });
+
+  it.skipIf(!existsSync('/dev/shm'))('copies the prepared file to another file system, where no link can be made', async () => {
+    const preparedPath = join(dir, 'prepared', 'instant.mp4');
+    const provider = createInstantProvider({ preparedPath, delayMs: 0 });
+    const elsewhere = mkdtempSync('/dev/shm/vidgen-instant-');
+    try {
+      expect(await provider.generate({ ...request('x'), outputPath: join(elsewhere, 'x.mp4') })).toEqual({ ok: true });
+      expect(readFileSync(join(elsewhere, 'x.mp4'))).toEqual(readFileSync(preparedPath));
+    } finally {
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
   });
 
   it('stops waiting out its delay when the task is cancelled, and writes nothing', async () => {
