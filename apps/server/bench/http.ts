@@ -572,7 +572,7 @@ try {
         `; ` +
         `latency from submit sent to webhook received for ${PIPELINE.paced} tasks paced at ${PIPELINE.rate}/s (not saturated). ` +
         `\`SQLite floor\`: in the server's place, the least one process does on this stack from a submission to its webhook received ` +
-        `(bench/http/pipeline-floor.ts: the submission's floor, then the job leased, the instant provider's copy, the task's success with its ` +
+        `(bench/http/pipeline-floor.ts: the submission's floor, then the job leased, the instant provider's output, the task's success with its ` +
         `delivery written, the server's webhook sender, the delivery recorded; no long polls, usage totals, logs, metrics or limits); ` +
         `a floor under 1,000 tasks/s shows that rate out of reach on this machine.`,
     };

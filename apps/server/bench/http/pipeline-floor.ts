@@ -13,7 +13,7 @@
  *   (a restarted floor would have to read its jobs; this one never restarts);
  * - the job leased and the task made `processing`, committed before the provider is called (a provider that costs
  *   money is called only for a task the store says is running);
- * - the server's instant provider (src/providers/instant): its prepared MP4 copied to the task's output file;
+ * - the server's instant provider (src/providers/instant): its prepared MP4 linked (or copied) to the task's output file;
  * - the task `succeeded` with its output, the job done and the webhook's delivery (its body, the exact text signed)
  *   written in one savepoint: the outbox a crash cannot lose;
  * - the delivery sent by the server's sender (src/webhooks/sender.ts: connections kept per receiver, the address
