@@ -6,7 +6,7 @@
  * runs out, and the job is claimed again (at-least-once). Task state
  * transitions, not the queue, guarantee each task is charged and refunded once.
  */
-import type { TaskRecord } from '../store/store.js';
+import type { PendingDelivery, TaskRecord } from '../store/store.js';
 
 /** The lane of webhook deliveries; every other lane is a provider's. */
 export const WEBHOOKS_LANE = 'webhooks';
@@ -28,6 +28,8 @@ export interface Job {
    * worker starts the task.
    */
   started?: TaskRecord;
+  /** A `deliver` job handed over by its task's completion (runHeld): its delivery as written, with the secrets to sign it, where the store answered them. */
+  delivery?: PendingDelivery;
 }
 
 export interface JobQueue {

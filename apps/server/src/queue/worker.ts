@@ -14,7 +14,7 @@ import { mediaKindOf } from '../domain/rules.js';
 import type { OutputFiles } from '../files/storage.js';
 import type { Clock, TaskEvents } from '../interfaces.js';
 import type { GenerationResult, Provider, ReferenceMedia } from '../providers/provider.js';
-import type { Store, TaskRecord } from '../store/store.js';
+import type { PendingDelivery, Store, TaskRecord } from '../store/store.js';
 import type { Follower } from '../upstream/follower.js';
 import type { UpstreamSubmitter } from '../upstream/submitter.js';
 import type { DeliveryRunner } from '../webhooks/deliveries.js';
@@ -358,7 +358,7 @@ export function createWorker(options: WorkerOptions): Worker {
       // Asked when the attempt has ended, before it settles anything: the last heartbeat may be a third of a lease old.
       // Not knowing (the database out of reach) is taken as holding it: a stale claim's complete or retry is refused anyway.
       const holdsClaim = async () => !lost && (await extend().catch(() => true));
-      const next = await options.deliveries!.attempt(job.taskId, { holdsClaim, claim: job.id });
+      const next = await options.deliveries!.attempt(job.taskId, { holdsClaim, claim: job.id, ...(job.delivery ? { pending: job.delivery } : {}) });
       if (next && 'claimLost' in next) logger.warn({ taskId: job.taskId, jobId: job.id }, 'webhook attempt ended after another claim took its job');
       else if (next && 'retryAt' in next) await queue.retry({ jobId: job.id, runAt: next.retryAt, error: 'delivery attempt failed', now: clock.now() });
       // Completed with the attempt's record (`completed`), or now: the delivery was not pending.
@@ -492,7 +492,7 @@ export function createWorker(options: WorkerOptions): Worker {
           events.publish(task.id, completed.task.status);
           if (completed.heldDelivery) {
             handedOver.add(job.id);
-            await runHeld(completed.heldDelivery, task.id);
+            await runHeld(completed.heldDelivery, task.id, completed.pendingDelivery);
           }
           return;
         } else if (completed.status === 'succeeded') {
@@ -544,8 +544,8 @@ export function createWorker(options: WorkerOptions): Worker {
    * Runs the delivery a completion wrote already claimed by this worker, as if a claim round had handed it over; when
    * stopping began meanwhile, hands it back at once for another worker (stop() no longer waits for jobs it had not seen).
    */
-  async function runHeld(claim: string, taskId: string): Promise<void> {
-    const held: Job = { id: claim, taskId, kind: 'deliver', provider: WEBHOOKS_LANE, attempts: 1, maxAttempts: 1 };
+  async function runHeld(claim: string, taskId: string, delivery?: PendingDelivery): Promise<void> {
+    const held: Job = { id: claim, taskId, kind: 'deliver', provider: WEBHOOKS_LANE, attempts: 1, maxAttempts: 1, ...(delivery ? { delivery } : {}) };
     if (stopping) await queue.release({ jobId: held.id, workerId, now: clock.now() });
     else start(held);
   }

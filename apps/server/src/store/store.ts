@@ -110,8 +110,19 @@ export type NewTask = Pick<
 >;
 
 export type StartOutcome = { kind: 'started'; task: TaskRecord } | { kind: 'not_startable'; status: TaskState | undefined };
-/** `heldDelivery`: the claim (the queue's job id) of the task's webhook delivery, held by the caller from its birth (completeTask's `holdDelivery`). */
-export type CompleteOutcome = { kind: 'succeeded'; task: TaskRecord; heldDelivery?: string } | { kind: 'discarded'; status: TaskState | undefined };
+/** A pending delivery with the secrets to sign it with now: what a webhook attempt needs (Store.pendingDelivery). */
+export interface PendingDelivery {
+  delivery: DeliveryRecord;
+  secrets: string[];
+}
+/**
+ * `heldDelivery`: the claim (the queue's job id) of the task's webhook delivery, held by the caller from its birth
+ * (completeTask's `holdDelivery`). `pendingDelivery`: that delivery as written and the account's secrets, read in the
+ * same transaction, where the store answers them (SQLite): its first attempt then needs no read of its own.
+ */
+export type CompleteOutcome =
+  | { kind: 'succeeded'; task: TaskRecord; heldDelivery?: string; pendingDelivery?: PendingDelivery }
+  | { kind: 'discarded'; status: TaskState | undefined };
 export type FailOutcome = { kind: 'failed'; task: TaskRecord } | { kind: 'already_terminal'; status: TaskState | undefined };
 
 /**
@@ -351,7 +362,7 @@ export interface Store {
   getDelivery(id: string): Promise<DeliveryRecord | undefined>;
   getDeliveryForTask(taskId: string): Promise<DeliveryRecord | undefined>;
   /** The task's delivery if it is pending, with the secrets to sign it with now (as webhookSecrets): what an attempt reads, in one read. */
-  pendingDelivery(taskId: string, now: Date): Promise<{ delivery: DeliveryRecord; secrets: string[] } | undefined>;
+  pendingDelivery(taskId: string, now: Date): Promise<PendingDelivery | undefined>;
   listDeliveries(accountId: string, limit: number): Promise<DeliveryRecord[]>;
   /** Newest first, after a position (exclusive), optionally by status or task. */
   listDeliveriesPage(query: { accountId: string; limit: number; status?: DeliveryStatus; taskId?: string; after?: { createdAt: Date; id: string } }): Promise<DeliveryRecord[]>;

@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock, TaskEvents } from '../interfaces.js';
-import { SETTLES_NOTHING, type DeliveryRecord, type Store } from '../store/store.js';
+import { SETTLES_NOTHING, type DeliveryRecord, type PendingDelivery, type Store } from '../store/store.js';
 
 export type SendResult =
   | { outcome: 'delivered'; status: number; durationMs: number }
@@ -46,9 +46,10 @@ export interface DeliveryRunner {
    * decide. `claim` (the queue's job id): an attempt that settles the delivery completes the claim's job
    * in the transaction that records it, which also tells whether the claim still held it. `holdsClaim`,
    * asked once an attempt that does not settle it has ended (or any attempt, without `claim`), says
-   * whether it does.
+   * whether it does. `pending`: the delivery and its secrets as the caller already has them (handed over by the
+   * completion that wrote it), instead of reading them.
    */
-  attempt(taskId: string, options?: { holdsClaim?: () => Promise<boolean>; claim?: string }): Promise<AttemptOutcome>;
+  attempt(taskId: string, options?: { holdsClaim?: () => Promise<boolean>; claim?: string; pending?: PendingDelivery }): Promise<AttemptOutcome>;
 }
 
 export function createDeliveryRunner(deps: {
@@ -63,8 +64,8 @@ export function createDeliveryRunner(deps: {
 }): DeliveryRunner {
   const random = deps.random ?? Math.random;
   return {
-    async attempt(taskId, { holdsClaim, claim } = {}) {
-      const pending = await deps.store.pendingDelivery(taskId, deps.clock.now());
+    async attempt(taskId, { holdsClaim, claim, pending: given } = {}) {
+      const pending = given ?? (await deps.store.pendingDelivery(taskId, deps.clock.now()));
       if (!pending) return undefined;
       const { delivery, secrets } = pending;
       const attemptedAt = deps.clock.now();

@@ -21,6 +21,7 @@ import type {
   CompleteOutcome,
   DeliveryAttempt,
   DeliveryRecord,
+  PendingDelivery,
   DeliveryStatus,
   FailOutcome,
   LedgerEntry,
@@ -994,7 +995,7 @@ export class PgStore implements Store {
     return row ? secretsOf(row, now) : [];
   }
 
-  async pendingDelivery(taskId: string, now: Date): Promise<{ delivery: DeliveryRecord; secrets: string[] } | undefined> {
+  async pendingDelivery(taskId: string, now: Date): Promise<PendingDelivery | undefined> {
     const row = await this.pendingReads.call(taskId);
     return row && { delivery: toDelivery(row), secrets: secretsOf(row, now) };
   }

@@ -20,6 +20,7 @@ import type {
   CancelOutcome,
   DeliveryAttempt,
   DeliveryRecord,
+  PendingDelivery,
   DeliveryStatus,
   CompleteOutcome,
   FailOutcome,
@@ -366,20 +367,39 @@ export class SqliteStore implements Store, JobQueue {
    * the task as it now is, without a delivery; answered with the delivery it has then. `hold`: the delivery job written
    * already claimed by that worker, leased until `leaseUntil` (completeTask's holdDelivery), and its claim answered.
    */
-  private enqueueWebhookNow(task: TaskRecord, now: Date, hold?: { leaseUntil: Date; workerId: string }): { task: TaskRecord; heldDelivery?: string } {
+  private enqueueWebhookNow(
+    task: TaskRecord,
+    now: Date,
+    hold?: { leaseUntil: Date; workerId: string },
+  ): { task: TaskRecord; heldDelivery?: string; pendingDelivery?: PendingDelivery } {
     if (!task.webhookUrl) return { task };
     const { type, body } = webhookEventBody(task);
     const id = `msg_${newUlid(now.getTime())}`;
     this.sql.insertDelivery.run({ id, task_id: task.id, account_id: task.accountId, url: task.webhookUrl, event_type: type, body, now: ms(now) });
     const job = { task_id: task.id, max_attempts: this.options.webhookJobAttempts, now: ms(now) };
-    let heldDelivery: string | undefined;
-    if (hold) {
-      const jobId = this.sql.insertHeldDeliveryJob.get({ ...job, worker: hold.workerId, lease_until: ms(hold.leaseUntil) }) as number;
-      // Its first claim (toJob's "<id>.<claim>").
-      heldDelivery = `${jobId}.1`;
-    } else this.sql.insertDeliveryJob.run(job);
-    const pending: TaskRecord = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
-    return heldDelivery ? { task: pending, heldDelivery } : { task: pending };
+    const withDelivery: TaskRecord = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
+    if (!hold) {
+      this.sql.insertDeliveryJob.run(job);
+      return { task: withDelivery };
+    }
+    const jobId = this.sql.insertHeldDeliveryJob.get({ ...job, worker: hold.workerId, lease_until: ms(hold.leaseUntil) }) as number;
+    // The delivery as insertDelivery wrote it (as toDelivery reads it back), and the secrets as pendingDelivery reads them.
+    const delivery: DeliveryRecord = {
+      id,
+      taskId: task.id,
+      accountId: task.accountId,
+      url: task.webhookUrl,
+      eventType: type,
+      body,
+      status: 'pending',
+      attempts: 0,
+      lastAttemptAt: null,
+      nextAttemptAt: now,
+      createdAt: now,
+      redeliveries: 0,
+    };
+    // Its first claim (toJob's "<id>.<claim>").
+    return { task: withDelivery, heldDelivery: `${jobId}.1`, pendingDelivery: { delivery, secrets: this.secretsOf(task.accountId, now) } };
   }
 
   /** Adds to the account's running usage totals of `now`'s hour and day for the model (usage_hourly, usage_daily), as its batch commits. */
@@ -428,10 +448,10 @@ export class SqliteStore implements Store, JobQueue {
       moved = toTask(this.sql.selectTaskById.get(input.id) as Row);
     }
     if (!moved) return { kind: 'discarded', status: (this.sql.selectTaskById.get(input.id) as Row | undefined)?.status };
-    const { task, heldDelivery } = this.enqueueWebhookNow(moved, input.now, input.holdDelivery);
+    const { task, heldDelivery, pendingDelivery } = this.enqueueWebhookNow(moved, input.now, input.holdDelivery);
     if (input.job) this.sql.finishJob.run({ ...claimOf(input.job), state: 'done', error: null, now: ms(input.now) });
     this.addUsageNow(task.accountId, task.model, input.now, { succeeded: 1, seconds_delivered: task.duration });
-    return heldDelivery ? { kind: 'succeeded', task, heldDelivery } : { kind: 'succeeded', task };
+    return heldDelivery ? { kind: 'succeeded', task, heldDelivery, pendingDelivery } : { kind: 'succeeded', task };
   }
 
   failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
@@ -570,7 +590,7 @@ export class SqliteStore implements Store, JobQueue {
     return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
   }
 
-  pendingDelivery(taskId: string, now: Date): Promise<{ delivery: DeliveryRecord; secrets: string[] } | undefined> {
+  pendingDelivery(taskId: string, now: Date): Promise<PendingDelivery | undefined> {
     return this.group.read(() => {
       const row = this.sql.selectDeliveryForTask.get(taskId) as Row | undefined;
       if (!row || row.status !== 'pending') return undefined;
