@@ -89,20 +89,18 @@ export interface TaskCost {
 export function costPerTask(before: CostSnapshot, after: CostSnapshot, tasks: number, kind: 'sqlite' | 'postgres'): TaskCost {
   const sum = (pick: (counts: ProcessCounts) => number) =>
     after.processes.reduce((total, counts) => total + pick(counts), 0) - before.processes.reduce((total, counts) => total + pick(counts), 0);
-  const byText = new Map<string, number>();
-  for (const [sign, snapshot] of [[1, after], [-1, before]] as const) {
-    for (const counts of snapshot.processes) {
-      for (const [text, n] of Object.entries(kind === 'postgres' ? counts.pg.byText : counts.sqlite.byText)) byText.set(text, (byText.get(text) ?? 0) + sign * n);
-    }
-  }
-  const byTime = new Map<string, number>();
-  if (kind === 'sqlite') {
+  /** A per-text record of every process, after less before. */
+  const difference = (pick: (counts: ProcessCounts) => Record<string, number> | undefined) => {
+    const totals = new Map<string, number>();
     for (const [sign, snapshot] of [[1, after], [-1, before]] as const) {
       for (const counts of snapshot.processes) {
-        for (const [text, ms] of Object.entries(counts.sqlite.byTime ?? {})) byTime.set(text, (byTime.get(text) ?? 0) + sign * ms);
+        for (const [text, n] of Object.entries(pick(counts) ?? {})) totals.set(text, (totals.get(text) ?? 0) + sign * n);
       }
     }
-  }
+    return totals;
+  };
+  const byText = difference((counts) => (kind === 'postgres' ? counts.pg.byText : counts.sqlite.byText));
+  const byTime = difference((counts) => (kind === 'sqlite' ? counts.sqlite.byTime : undefined));
   const top = [...byText.entries()]
     .filter(([, n]) => n > 0)
     .sort((a, b) => b[1] - a[1])

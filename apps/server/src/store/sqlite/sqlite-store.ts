@@ -374,32 +374,19 @@ export class SqliteStore implements Store, JobQueue {
   ): { task: TaskRecord; heldDelivery?: string; pendingDelivery?: PendingDelivery } {
     if (!task.webhookUrl) return { task };
     const { type, body } = webhookEventBody(task);
-    const id = `msg_${newUlid(now.getTime())}`;
-    this.sql.insertDelivery.run({ id, task_id: task.id, account_id: task.accountId, url: task.webhookUrl, event_type: type, body, now: ms(now) });
+    const delivery = { id: `msg_${newUlid(now.getTime())}`, task_id: task.id, account_id: task.accountId, url: task.webhookUrl, event_type: type, body, now: ms(now) };
     const job = { task_id: task.id, max_attempts: this.options.webhookJobAttempts, now: ms(now) };
     const withDelivery: TaskRecord = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
     if (!hold) {
+      this.sql.insertDelivery.run(delivery);
       this.sql.insertDeliveryJob.run(job);
       return { task: withDelivery };
     }
+    // The delivery as it was written, mapped as pendingDelivery maps it, with the secrets pendingDelivery would read.
+    const written = toDelivery(this.sql.insertDelivery.get(delivery) as Row);
     const jobId = this.sql.insertHeldDeliveryJob.get({ ...job, worker: hold.workerId, lease_until: ms(hold.leaseUntil) }) as number;
-    // The delivery as insertDelivery wrote it (as toDelivery reads it back), and the secrets as pendingDelivery reads them.
-    const delivery: DeliveryRecord = {
-      id,
-      taskId: task.id,
-      accountId: task.accountId,
-      url: task.webhookUrl,
-      eventType: type,
-      body,
-      status: 'pending',
-      attempts: 0,
-      lastAttemptAt: null,
-      nextAttemptAt: now,
-      createdAt: now,
-      redeliveries: 0,
-    };
     // Its first claim (toJob's "<id>.<claim>").
-    return { task: withDelivery, heldDelivery: `${jobId}.1`, pendingDelivery: { delivery, secrets: this.secretsOf(task.accountId, now) } };
+    return { task: withDelivery, heldDelivery: `${jobId}.1`, pendingDelivery: { delivery: written, secrets: this.secretsOf(task.accountId, now) } };
   }
 
   /** Adds to the account's running usage totals of `now`'s hour and day for the model (usage_hourly, usage_daily), as its batch commits. */
@@ -864,6 +851,9 @@ export function prepareStatements(db: Database.Database) {
       AND (? IS NULL OR t.created_at < ? OR (t.created_at = ? AND t.id < ?))
     ORDER BY t.created_at DESC, t.id DESC
     LIMIT +?`;
+  /** A task's move to succeeded with its output (completeTask, completeUnchanged), before its condition. */
+  const succeed = `UPDATE tasks SET status = 'succeeded', output_key = @output_key, output_url = @output_url, output_expires_at = @output_expires_at,
+                                    updated_at = @now, completed_at = @now`;
   return {
     ping: db.prepare('SELECT 1'),
     insertAccount: db.prepare(
@@ -952,17 +942,9 @@ export function prepareStatements(db: Database.Database) {
         `UPDATE tasks SET status = 'processing', updated_at = @now WHERE id = @id AND status IN ${inList(ACTIVE_STATES)} RETURNING *`,
       ),
     ),
-    completeTask: db.prepare(
-      `UPDATE tasks SET status = 'succeeded', output_key = @output_key, output_url = @output_url, output_expires_at = @output_expires_at,
-                        updated_at = @now, completed_at = @now
-       WHERE id = @id AND status IN ${inList(statesLeadingTo('succeeded'))}`,
-    ),
+    completeTask: db.prepare(`${succeed} WHERE id = @id AND status IN ${inList(statesLeadingTo('succeeded'))}`),
     // completeTask's move of a task still as its start left it (@started_at: the start's updated_at).
-    completeUnchanged: db.prepare(
-      `UPDATE tasks SET status = 'succeeded', output_key = @output_key, output_url = @output_url, output_expires_at = @output_expires_at,
-                        updated_at = @now, completed_at = @now
-       WHERE id = @id AND status = 'processing' AND updated_at = @started_at`,
-    ),
+    completeUnchanged: db.prepare(`${succeed} WHERE id = @id AND status = 'processing' AND updated_at = @started_at`),
     failTask: db.prepare(
       `UPDATE tasks SET status = 'failed', error_code = @code, error_message = @message, credits_refunded = credits_charged,
                         updated_at = @now, completed_at = @now
@@ -1009,7 +991,8 @@ export function prepareStatements(db: Database.Database) {
     countJobs: db.prepare('SELECT state, count(*) AS count FROM jobs GROUP BY state'),
     insertDelivery: db.prepare(
       `INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
-       VALUES (@id, @task_id, @account_id, @url, @event_type, @body, 'pending', @now, @now, @now)`,
+       VALUES (@id, @task_id, @account_id, @url, @event_type, @body, 'pending', @now, @now, @now)
+       RETURNING *`,
     ),
     insertDeliveryJob: db.prepare(
       `INSERT INTO jobs (task_id, kind, provider, state, max_attempts, run_at, created_at, updated_at)
