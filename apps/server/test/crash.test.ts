@@ -87,21 +87,33 @@ it('finishes every task after a kill -9 mid-render, charging and refunding each 
   expect(ledger.entries.filter((e: { kind: string }) => e.kind === 'refund')).toEqual([]);
 }, 120_000);
 
-it('delivers a pending webhook after a kill -9 and a restart, with the same webhook-id', async () => {
+/**
+ * A task's webhook after a kill -9 and a restart: `refused`, its first attempt answered 503 and the process killed while
+ * the retry waits; `open`, the process killed while its first attempt is still open (the delivery held by the worker
+ * that completed the task, under its lease), which the restarted process claims once that lease has run out.
+ */
+async function webhookAfterCrash(firstAttempt: 'refused' | 'open'): Promise<void> {
   let healthy = false;
   const received: { id: string; status: number }[] = [];
   let delivered: () => void = () => {};
   const deliveredOnce = new Promise<void>((resolve) => (delivered = resolve));
-  let firstAttempt: () => void = () => {};
-  const attempted = new Promise<void>((resolve) => (firstAttempt = resolve));
+  let firstArrived: () => void = () => {};
+  const attempted = new Promise<void>((resolve) => (firstArrived = resolve));
   const receiver = await startHttpsFixture((req, res) => {
     req.resume();
     req.on('end', () => {
+      const id = String(req.headers['webhook-id']);
+      if (!healthy && firstAttempt === 'open') {
+        // Never answered: the process is killed with the attempt open.
+        received.push({ id, status: 0 });
+        firstArrived();
+        return;
+      }
       const status = healthy ? 200 : 503;
-      received.push({ id: String(req.headers['webhook-id']), status });
+      received.push({ id, status });
       res.writeHead(status).end();
       if (status === 200) delivered();
-      else firstAttempt();
+      else firstArrived();
     });
   });
   // A data dir of its own: the previous test's server must not pick up these jobs.
@@ -145,4 +157,8 @@ it('delivers a pending webhook after a kill -9 and a restart, with the same webh
     await receiver.close();
     rmSync(ownDir, { recursive: true, force: true });
   }
-}, 120_000);
+}
+
+it('delivers a pending webhook after a kill -9 and a restart, with the same webhook-id', () => webhookAfterCrash('refused'), 120_000);
+
+it('delivers a webhook whose attempt was open at a kill -9, once its lease has run out after a restart, with the same webhook-id', () => webhookAfterCrash('open'), 120_000);
