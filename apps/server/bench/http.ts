@@ -574,7 +574,12 @@ try {
         `\`SQLite floor\`: in the server's place, the least one process does on this stack from a submission to its webhook received ` +
         `(bench/http/pipeline-floor.ts: the submission's floor, then the job leased, the instant provider's output, the task's success with its ` +
         `delivery written, the server's webhook sender, the delivery recorded; no long polls, usage totals, logs, metrics or limits); ` +
-        `a floor under 1,000 tasks/s shows that rate out of reach on this machine.`,
+        `a floor under 1,000 tasks/s shows that rate out of reach on this machine. ` +
+        `\`PostgreSQL floor, 2 api + 2 worker\`: the same for the split topology (bench/http/pg-pipeline-floor.ts: 2 api processes, each ` +
+        `submission's floor with an event-loop turn's tasks, charges and wake-up in one message; 2 workers claiming and starting in one ` +
+        `statement, the instant provider's output, the successes with their deliveries in one message, the server's sender, the deliveries ` +
+        `recorded in one statement; no long polls or their trigger, usage totals, attempts' history, logs, metrics or limits); ` +
+        `a floor under 0.6 × SQLite's shows that line out of reach on this machine.`,
     };
   }
 

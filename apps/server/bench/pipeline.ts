@@ -25,6 +25,10 @@
  *   `sqlite-floor` (in the default `--stores sqlite,sqlite-floor,postgres`) is the SQLite pipeline's floor
  *   (bench/http/pipeline-floor.ts: the least one process does from submission to webhook on this stack) measured as
  *   the server is, its row `SQLite floor`: SQLite's 1,000 tasks/s (issue 20) judged against what it reaches.
+ *   `postgres-floor` (also in the default) is the split topology's floor (bench/http/pg-pipeline-floor.ts: the least 2
+ *   `api` + 2 `worker` processes on PostgreSQL do on this stack), its row `PostgreSQL floor, 2 api + 2 worker`.
+ * - `--b-node-args`, `--b-env`, `--b-warmup`: an A/B in one run, each variant also measured (in turn with it) as
+ *   `<name> (B)` with those Node flags, environment or warm-up for its server processes.
  * - latency: `--paced` tasks at `--rate` per second (not saturated); submit
  *   sent → webhook received, p50/p99.
  * PostgreSQL is skipped with a note when it is not reachable.
@@ -43,7 +47,7 @@ import { cpuPerTask, cpuSnapshot, type CpuCost } from './http/cpu-cost.js';
 import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 import { runPostgresFloor, type FloorProtocol, type FloorResult } from './http/pg-floor.js';
-import { compilePipelineFloor } from './http/compiled.js';
+import { compilePgPipelineFloor, compilePipelineFloor } from './http/compiled.js';
 
 const { values } = parseArgs({
   options: {
@@ -57,7 +61,8 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '1' },
     rate: { type: 'string', default: '20' },
     // `sqlite-floor`: the SQLite pipeline's floor (bench/http/pipeline-floor.ts), measured as a store of its own.
-    stores: { type: 'string', default: 'sqlite,sqlite-floor,postgres' },
+    // `postgres-floor`: the split topology's floor (bench/http/pg-pipeline-floor.ts), measured as the split topology is.
+    stores: { type: 'string', default: 'sqlite,sqlite-floor,postgres,postgres-floor' },
     topologies: { type: 'string', default: 'all,split' },
     // Accounts the submits are spread over (each its own balance row and key), in turn.
     accounts: { type: 'string', default: '1' },
@@ -71,6 +76,11 @@ const { values } = parseArgs({
     // floor of a design that writes n tasks in each statement and commit (bench/http/pg-floor.ts, batchedScript).
     // `c<n>`: n tasks' statements as they are, with one commit per phase for the n.
     'floor-batches': { type: 'string', default: '1' },
+    // An A/B in one run: each variant also measured, in turn with it, as `<name> (B)` with these Node/V8 flags
+    // (space-separated) and environment (`NAME=value,NAME=value`) for its server processes, and this warm-up.
+    'b-node-args': { type: 'string' },
+    'b-env': { type: 'string' },
+    'b-warmup': { type: 'string' },
   },
   // `pnpm bench:pipeline -- --tasks 500` passes the `--` on; it is not the end of the options here.
   args: process.argv.slice(2).filter((arg) => arg !== '--'),
@@ -88,6 +98,25 @@ const ROUNDS = Math.max(1, Number(values.rounds));
 const MAIN = process.env.VIDGEN_BENCH_SERVER_MAIN ?? 'dist/main.js';
 /** `floor`: the SQLite pipeline's floor (bench/http/pipeline-floor.ts) in place of the server, started as `all` is. */
 type Topology = 'all' | 'split' | 'floor';
+/** What `--b-node-args` and `--b-env` change for a variant's twin. */
+interface Twin {
+  nodeArgs: string[];
+  env: Record<string, string>;
+  warmup?: number;
+}
+const TWIN: Twin | undefined =
+  values['b-node-args'] === undefined && values['b-env'] === undefined && values['b-warmup'] === undefined
+    ? undefined
+    : {
+        ...(values['b-warmup'] === undefined ? {} : { warmup: Math.max(1, Number(values['b-warmup'])) }),
+        nodeArgs: (values['b-node-args'] ?? '').split(' ').filter(Boolean),
+        env: Object.fromEntries(
+          (values['b-env'] ?? '')
+            .split(',')
+            .filter(Boolean)
+            .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+        ),
+      };
 const costs: { name: string; cost: TaskCost; cpu: CpuCost | undefined }[] = [];
 /**
  * The directories of the measurements done (outputs, stores), removed when the bench ends, not after each: for a while
@@ -101,6 +130,9 @@ const leftBehind: string[] = [];
 let pipelineFloor: string | undefined;
 /** The pipeline floor's build, compiled the first time it is measured. */
 const pipelineFloorMain = () => (pipelineFloor ??= compilePipelineFloor());
+let pgPipelineFloor: string | undefined;
+/** The PostgreSQL split topology's floor's build, compiled the first time it is measured. */
+const pgPipelineFloorMain = () => (pgPipelineFloor ??= compilePgPipelineFloor());
 if (!process.env.VIDGEN_BENCH_KEEP_FILES) process.on('exit', () => leftBehind.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
 const received = new Map<string, number>();
@@ -164,7 +196,7 @@ interface Measured {
   latencies: number[];
 }
 
-async function measure(name: string, database: Config['database'], topology: Topology, paced: number): Promise<Measured> {
+async function measure(name: string, database: Config['database'], topology: Topology, paced: number, twin?: Twin, floor?: () => string): Promise<Measured> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-pipeline-'));
   const countDir = mkdtempSync(join(tmpdir(), 'vidgen-bench-counts-'));
   const keys: string[] = [];
@@ -178,12 +210,14 @@ async function measure(name: string, database: Config['database'], topology: Top
     VIDGEN_INSTANT_CONCURRENCY: process.env.VIDGEN_INSTANT_CONCURRENCY ?? '64',
     VIDGEN_WEBHOOK_CONCURRENCY: process.env.VIDGEN_WEBHOOK_CONCURRENCY ?? '64',
     VIDGEN_BENCH_COUNT_SQL: countDir,
+    ...twin?.env,
   };
+  const nodeArgs = twin?.nodeArgs ?? [];
   const children: ChildProcess[] = [];
   const servers: { role: string; pid: number }[] = [];
-  const main = topology === 'floor' ? pipelineFloorMain() : MAIN;
+  const main = floor ? floor() : topology === 'floor' ? pipelineFloorMain() : MAIN;
   const start = (role: Role, extra: Record<string, string> = {}) =>
-    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile], main, inheritStderr: true, onSpawn: (child) => (children.push(child), servers.push({ role, pid: child.pid! })) });
+    startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile, ...nodeArgs], main, inheritStderr: true, onSpawn: (child) => (children.push(child), servers.push({ role, pid: child.pid! })) });
   let baseUrls: string[];
   try {
     if (topology === 'all' || topology === 'floor') {
@@ -225,7 +259,7 @@ async function measure(name: string, database: Config['database'], topology: Top
     // process (and as many through each worker), so the split topology's four processes get twice as many between them
     // as the one `all` process. With the same total they each had half its warm-up, and V8's compiler threads were
     // still busy in the measured window (the api processes' other threads 0.24 ms a task against 0.05, eighteenth pass).
-    const warmup = WARMUP * baseUrls.length;
+    const warmup = (twin?.warmup ?? WARMUP) * baseUrls.length;
     let warmed = 0;
     await Promise.all(
       Array.from({ length: Math.min(CONCURRENCY, warmup) }, async () => {
@@ -310,7 +344,14 @@ async function measureFloor(): Promise<{ clients: number; protocol: FloorProtoco
 }
 
 /** The variants measured, in the order each round takes them. */
-const variants: { name: string; open: () => Promise<{ database: Config['database']; drop: () => Promise<void> }>; topology: Topology }[] = [];
+const variants: {
+  name: string;
+  open: () => Promise<{ database: Config['database']; drop: () => Promise<void> }>;
+  topology: Topology;
+  twin?: Twin;
+  /** A floor's entry in the server's place (its processes started as the topology's). */
+  floor?: () => string;
+}[] = [];
 /** A SQLite store in a directory of its own, kept until the bench ends (`leftBehind`). */
 const sqliteStore = (prefix: string) => async () => {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -318,21 +359,20 @@ const sqliteStore = (prefix: string) => async () => {
 };
 if (STORES.includes('sqlite')) variants.push({ name: 'SQLite', topology: 'all', open: sqliteStore('vidgen-bench-sqlite-') });
 if (STORES.includes('sqlite-floor')) variants.push({ name: 'SQLite floor', topology: 'floor', open: sqliteStore('vidgen-bench-sqlite-floor-') });
-const withPostgres = STORES.includes('postgres') && (await postgresAvailable());
-if (STORES.includes('postgres') && !withPostgres) console.log('PostgreSQL is not reachable: measured SQLite only.');
+const wantsPostgres = STORES.includes('postgres') || STORES.includes('postgres-floor');
+const withPostgres = wantsPostgres && (await postgresAvailable());
+if (wantsPostgres && !withPostgres) console.log('PostgreSQL is not reachable: measured SQLite only.');
 if (withPostgres) {
-  for (const topology of TOPOLOGIES) {
-    variants.push({
-      name: topology === 'all' ? 'PostgreSQL' : 'PostgreSQL 2 api + 2 worker',
-      topology,
-      // A database of its own per measurement: each starts from an empty queue and tables.
-      open: async () => {
-        const database = await createTestDatabase();
-        return { database: { kind: 'postgres', url: database.url, poolSize: 10 }, drop: () => database.drop() };
-      },
-    });
-  }
+  // A database of its own per measurement: each starts from an empty queue and tables.
+  const open = async () => {
+    const database = await createTestDatabase();
+    return { database: { kind: 'postgres', url: database.url, poolSize: 10 } as Config['database'], drop: () => database.drop() };
+  };
+  if (STORES.includes('postgres')) for (const topology of TOPOLOGIES) variants.push({ name: topology === 'all' ? 'PostgreSQL' : 'PostgreSQL 2 api + 2 worker', topology, open });
+  if (STORES.includes('postgres-floor')) variants.push({ name: 'PostgreSQL floor, 2 api + 2 worker', topology: 'split', open, floor: pgPipelineFloorMain });
 }
+
+if (TWIN) variants.splice(0, variants.length, ...variants.flatMap((variant) => [variant, { ...variant, name: `${variant.name} (B)`, twin: TWIN }]));
 
 const measured = new Map<string, Measured[]>(variants.map(({ name }) => [name, []]));
 let floor: { clients: number; protocol: FloorProtocol; batch: string; result: FloorResult }[] = [];
@@ -342,7 +382,7 @@ try {
       const { database, drop } = await variant.open();
       try {
         // Latency in the last round only: the rounds are for throughput.
-        measured.get(variant.name)!.push(await measure(variant.name, database, variant.topology, round === ROUNDS ? PACED : 0));
+        measured.get(variant.name)!.push(await measure(variant.name, database, variant.topology, round === ROUNDS ? PACED : 0, variant.twin, variant.floor));
       } finally {
         await drop();
       }

@@ -59,6 +59,25 @@ describe("pnpm bench's targets", () => {
     expect(judged(results({ pipeline: [999, 650, 650] }))['pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)']?.met).toBe(false);
   });
 
+  it('judges the split topology against its floor where the run measured it: out of reach only where the floor misses the line too', () => {
+    const target = "pipeline on PostgreSQL, 2 `api` + 2 `worker`, ≥ 0.6 × SQLite's";
+    const withFloor = (split: number, floor: number) => {
+      const r = results({ pipeline: [1_000, 650, split] });
+      r.pipeline!.rows.push(pipelineRow('PostgreSQL floor, 2 api + 2 worker', floor));
+      return judged(r)[target];
+    };
+    expect(withFloor(620, 700)).toMatchObject({ met: true, figure: '620 / 1,000 tasks/s = 0.62 ×; its floor 700 tasks/s = 0.70 ×, the server 0.89 of it' });
+    expect(withFloor(620, 700)?.outOfReach).toBeUndefined();
+    // Under the line with a floor over it: missed.
+    expect(withFloor(540, 660)).toMatchObject({ met: false, figure: '540 / 1,000 tasks/s = 0.54 ×; its floor 660 tasks/s = 0.66 ×, the server 0.82 of it' });
+    // Under the line with the floor under it too: out of reach on this machine.
+    expect(withFloor(500, 590)).toMatchObject({ met: true, outOfReach: true });
+    // The one-process topology has no floor of its own: judged on its ratio alone.
+    const r = results({ pipeline: [1_000, 550, 650] });
+    r.pipeline!.rows.push(pipelineRow('PostgreSQL floor, 2 api + 2 worker', 500));
+    expect(judged(r)["pipeline on PostgreSQL, one `all` process, ≥ 0.6 × SQLite's"]).toMatchObject({ met: false, figure: '550 / 1,000 tasks/s = 0.55 ×' });
+  });
+
   it('judges SQLite’s pipeline against 1,000 tasks/s, or shows it out of reach where its floor misses it too', () => {
     const target = 'pipeline on SQLite ≥ 1,000 tasks/s (submit → webhook received)';
     const withFloor = (sqlite: number, floor: number) => {

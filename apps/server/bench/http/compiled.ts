@@ -50,6 +50,15 @@ export function compilePipelineFloor(): string {
   return relative(SERVER_ROOT, join(outDir, 'bench/http/pipeline-floor.js'));
 }
 
+/** The PostgreSQL split topology's floor (pg-pipeline-floor.ts) compiled, as compilePipelineFloor does; its entry. */
+export function compilePgPipelineFloor(): string {
+  mkdirSync(BUILD, { recursive: true });
+  const outDir = removeOnExit(join(BUILD, 'pg-pipeline-floor'));
+  rmSync(outDir, { recursive: true, force: true });
+  compile('pg-pipeline-floor', SERVER_ROOT, outDir, ['bench/http/pg-pipeline-floor.ts']);
+  return relative(SERVER_ROOT, join(outDir, 'bench/http/pg-pipeline-floor.js'));
+}
+
 /** A copy of `src` (a directory in apps/server) compiled as `dist/` is, its migrations beside it; its `main.js`, relative to apps/server. */
 export function compileBaseline(sources: string): string {
   const rootDir = resolve(SERVER_ROOT, sources);

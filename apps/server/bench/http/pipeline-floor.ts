@@ -32,13 +32,11 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
-import type { RequestBody } from '@vidgen/types';
 import { DEFAULT_PRICES, priceOf } from '../../src/domain/catalog.js';
-import { checkSubmissionRules, inferMode, mediaKindOf } from '../../src/domain/rules.js';
+import { inferMode, mediaKindOf } from '../../src/domain/rules.js';
 import { newRequestId, newUlid } from '../../src/domain/ids.js';
-import { readJson } from '../../src/http/middleware.js';
 import { createLocalOutputFiles } from '../../src/files/storage.js';
-import { bodyValidator } from '../../src/http/spec.js';
+import { floorSubmissions } from './floor-submission.js';
 import { createInstantProvider } from '../../src/providers/instant/instant-provider.js';
 import type { GenerationRequest } from '../../src/providers/provider.js';
 import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
@@ -94,7 +92,7 @@ const sql = {
   ),
   delivered: db.prepare(`UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, last_attempt_at = ?, updated_at = ? WHERE id = ?`),
 };
-const validateSubmission = bodyValidator<RequestBody<'submitGeneration'>>('submitGeneration');
+const readSubmission = floorSubmissions();
 
 const keyOf = floorKeys(db);
 
@@ -167,16 +165,9 @@ const app = new Hono();
 app.post(BASE, async (c) => {
   const account = keyOf(c.req.header('authorization'))?.accountId;
   if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
-  let body: unknown;
-  try {
-    body = await readJson(c as never);
-  } catch {
-    return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
-  }
-  const checked = validateSubmission(body);
-  if (!checked.ok) return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
-  const r = checked.value;
-  if (checkSubmissionRules(r, { media: false, webhooks: true }).length) return c.json({ success: false, error: { code: 'invalid_request' } }, 400);
+  const submission = await readSubmission(c);
+  if (submission.refused) return submission.refused;
+  const r = submission.value;
   const now = Date.now();
   const mediaUrls = r.mediaUrls ?? [];
   const g: Submitted['generation'] = {
