@@ -27,8 +27,9 @@
  *   the server is, its row `SQLite floor`: SQLite's 1,000 tasks/s (issue 20) judged against what it reaches.
  *   `postgres-floor` (also in the default) is the split topology's floor (bench/http/pg-pipeline-floor.ts: the least 2
  *   `api` + 2 `worker` processes on PostgreSQL do on this stack), its row `PostgreSQL floor, 2 api + 2 worker`.
- * - `--b-node-args`, `--b-env`, `--b-warmup`: an A/B in one run, each variant also measured (in turn with it) as
- *   `<name> (B)` with those Node flags, environment or warm-up for its server processes.
+ * - `--b-node-args`, `--b-env`, `--b-warmup`, `--b-main`: an A/B in one run, each variant also measured (in turn with
+ *   it) as `<name> (B)` with those Node flags, environment or warm-up for its server processes, or another build of the
+ *   server (its `main.js`, relative to apps/server: a copy of `dist/` made before a change, say).
  * - latency: `--paced` tasks at `--rate` per second (not saturated); submit
  *   sent → webhook received, p50/p99.
  * PostgreSQL is skipped with a note when it is not reachable.
@@ -81,6 +82,7 @@ const { values } = parseArgs({
     'b-node-args': { type: 'string' },
     'b-env': { type: 'string' },
     'b-warmup': { type: 'string' },
+    'b-main': { type: 'string' },
   },
   // `pnpm bench:pipeline -- --tasks 500` passes the `--` on; it is not the end of the options here.
   args: process.argv.slice(2).filter((arg) => arg !== '--'),
@@ -103,11 +105,14 @@ interface Twin {
   nodeArgs: string[];
   env: Record<string, string>;
   warmup?: number;
+  /** Another build's entry in the server's place (relative to apps/server): the same topology, that code. */
+  main?: string;
 }
 const TWIN: Twin | undefined =
-  values['b-node-args'] === undefined && values['b-env'] === undefined && values['b-warmup'] === undefined
+  values['b-node-args'] === undefined && values['b-env'] === undefined && values['b-warmup'] === undefined && values['b-main'] === undefined
     ? undefined
     : {
+        ...(values['b-main'] === undefined ? {} : { main: values['b-main'] }),
         ...(values['b-warmup'] === undefined ? {} : { warmup: Math.max(1, Number(values['b-warmup'])) }),
         nodeArgs: (values['b-node-args'] ?? '').split(' ').filter(Boolean),
         env: Object.fromEntries(
@@ -215,7 +220,7 @@ async function measure(name: string, database: Config['database'], topology: Top
   const nodeArgs = twin?.nodeArgs ?? [];
   const children: ChildProcess[] = [];
   const servers: { role: string; pid: number }[] = [];
-  const main = floor ? floor() : topology === 'floor' ? pipelineFloorMain() : MAIN;
+  const main = floor ? floor() : topology === 'floor' ? pipelineFloorMain() : (twin?.main ?? MAIN);
   const start = (role: Role, extra: Record<string, string> = {}) =>
     startServerProcess(role, { ...env, ...extra }, { nodeArgs: ['--import', STORE_COST_HOOK, ...profile, ...nodeArgs], main, inheritStderr: true, onSpawn: (child) => (children.push(child), servers.push({ role, pid: child.pid! })) });
   let baseUrls: string[];
