@@ -25,8 +25,9 @@
  *   `sqlite-floor` (in the default `--stores sqlite,sqlite-floor,postgres`) is the SQLite pipeline's floor
  *   (bench/http/pipeline-floor.ts: the least one process does from submission to webhook on this stack) measured as
  *   the server is, its row `SQLite floor`: SQLite's 1,000 tasks/s (issue 20) judged against what it reaches.
- *   `postgres-floor` (also in the default) is the split topology's floor (bench/http/pg-pipeline-floor.ts: the least 2
- *   `api` + 2 `worker` processes on PostgreSQL do on this stack), its row `PostgreSQL floor, 2 api + 2 worker`.
+ *   `postgres-floor` (also in the default) is PostgreSQL's floor in each topology (bench/http/pg-pipeline-floor.ts: the
+ *   least one `all` process, or 2 `api` + 2 `worker` processes, do on this stack), its rows `PostgreSQL floor` and
+ *   `PostgreSQL floor, 2 api + 2 worker`.
  * - `--b-node-args`, `--b-env`, `--b-warmup`, `--b-main`: an A/B in one run, each variant also measured (in turn with
  *   it) as `<name> (B)` with those Node flags, environment or warm-up for its server processes, or another build of the
  *   server (its `main.js`, relative to apps/server: a copy of `dist/` made before a change, say).
@@ -62,7 +63,7 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '1' },
     rate: { type: 'string', default: '20' },
     // `sqlite-floor`: the SQLite pipeline's floor (bench/http/pipeline-floor.ts), measured as a store of its own.
-    // `postgres-floor`: the split topology's floor (bench/http/pg-pipeline-floor.ts), measured as the split topology is.
+    // `postgres-floor`: PostgreSQL's floor (bench/http/pg-pipeline-floor.ts) in each topology, measured as the server is.
     stores: { type: 'string', default: 'sqlite,sqlite-floor,postgres,postgres-floor' },
     topologies: { type: 'string', default: 'all,split' },
     // Accounts the submits are spread over (each its own balance row and key), in turn.
@@ -374,7 +375,9 @@ if (withPostgres) {
     return { database: { kind: 'postgres', url: database.url, poolSize: 10 } as Config['database'], drop: () => database.drop() };
   };
   if (STORES.includes('postgres')) for (const topology of TOPOLOGIES) variants.push({ name: topology === 'all' ? 'PostgreSQL' : 'PostgreSQL 2 api + 2 worker', topology, open });
-  if (STORES.includes('postgres-floor')) variants.push({ name: 'PostgreSQL floor, 2 api + 2 worker', topology: 'split', open, floor: pgPipelineFloorMain });
+  if (STORES.includes('postgres-floor')) {
+    for (const topology of TOPOLOGIES) variants.push({ name: topology === 'all' ? 'PostgreSQL floor' : 'PostgreSQL floor, 2 api + 2 worker', topology, open, floor: pgPipelineFloorMain });
+  }
 }
 
 if (TWIN) variants.splice(0, variants.length, ...variants.flatMap((variant) => [variant, { ...variant, name: `${variant.name} (B)`, twin: TWIN }]));

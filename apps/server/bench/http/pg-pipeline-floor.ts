@@ -1,9 +1,10 @@
 /**
- * The floor of the PostgreSQL split topology (bench/pipeline.ts's `PostgreSQL floor, 2 api + 2 worker` row): the least
- * that 2 `api` and 2 `worker` processes on one PostgreSQL must do on this service's stack (Hono on @hono/node-server,
- * node-postgres, Node's HTTPS client) to take a task from its submission to its webhook received, with every state
- * that must survive a crash in the store before it matters. What pipeline-floor.ts is to the SQLite pipeline, for the
- * processes the operator runs apart. Started as the server is (`--role api` or `--role worker`), on a database
+ * The floor of the PostgreSQL pipeline (bench/pipeline.ts's `PostgreSQL floor, 2 api + 2 worker` row, and `PostgreSQL
+ * floor` for one `--role all` process): the least that 2 `api` and 2 `worker` processes (or one process doing both) on
+ * one PostgreSQL must do on this service's stack (Hono on @hono/node-server, node-postgres, Node's HTTPS client) to
+ * take a task from its submission to its webhook received, with every state that must survive a crash in the store
+ * before it matters. What pipeline-floor.ts is to the SQLite pipeline, for the processes the operator runs apart or
+ * together. Started as the server is (`--role api`, `--role worker` or `--role all`), on a database
  * migrated as the server's (VIDGEN_DATABASE_URL), its outputs in VIDGEN_DATA_DIR, webhooks trusted to
  * VIDGEN_WEBHOOK_CA_FILE's receiver; an api process listens on PORT when it is set.
  *
@@ -11,7 +12,7 @@
  * against the spec and the rules, priced; then the submissions of an event-loop turn (and those arriving while the
  * previous message is in flight) in one message, one transaction: the tasks with their generation jobs in one
  * multi-row INSERT, the account's balance lowered once for all of them with their ledger entries in one statement,
- * one NOTIFY to the workers; 202 once committed. (Were the balance short, the message would fail and each submission
+ * one NOTIFY to the workers (in `--role all`, the process's own worker woken in the process instead); 202 once committed. (Were the balance short, the message would fail and each submission
  * be sent alone: never the case in the bench.)
  *
  * A `worker` process: woken by the NOTIFY, it claims the due tasks of its lane and starts them in one statement (a
@@ -63,9 +64,15 @@ const oneBatch = { lanes: 1, maxCallers: 64 };
 const values = (row: unknown[]) => `(${row.map(literal).join(', ')})`;
 const iso = (ms: number) => new Date(ms).toISOString();
 
-if (role === 'api') await startApi();
-else if (role === 'worker') await startWorker();
-else throw new Error(`PostgreSQL pipeline floor: --role api or --role worker, not ${role}`);
+if (role !== 'api' && role !== 'worker' && role !== 'all') throw new Error(`PostgreSQL pipeline floor: --role api, worker or all, not ${role}`);
+// `all`: both in one process, as the server's `--role all` (the one-process topology's floor): its worker woken in
+// the process by each message committed, no NOTIFY.
+if (role === 'all') {
+  let wake = () => {};
+  await startApi(() => wake());
+  wake = await startWorker();
+} else if (role === 'api') await startApi();
+else await startWorker();
 
 process.on('SIGTERM', () => void pool.end().finally(() => process.exit(0)));
 
@@ -77,7 +84,8 @@ interface Submission {
   now: number;
 }
 
-async function startApi(): Promise<void> {
+/** `wake`: this process's worker, woken once a message has committed (then no NOTIFY is sent). */
+async function startApi(wake?: () => void): Promise<void> {
   // The tasks' moves announced to long polls are the server's: not the floor's.
   await pool.query('DROP TRIGGER IF EXISTS tasks_status_changed ON tasks');
   const readSubmission = floorSubmissions();
@@ -114,16 +122,19 @@ async function startApi(): Promise<void> {
          FROM charged, enough, (VALUES ${entries.join(', ')}) AS e (task_id, amount, created_at, later)`,
       );
     }
-    statements.push(`SELECT pg_notify('vidgen_jobs', ${literal(LANE)})`);
+    if (!wake) statements.push(`SELECT pg_notify('vidgen_jobs', ${literal(LANE)})`);
     return statements.join(';\n');
   };
   const submissions = new Coalescer<Submission, boolean>(async (batch) => {
     try {
       await pool.query(message(batch));
+      wake?.();
       return batch.map(() => ({ ok: true, value: true }));
     } catch {
       // Short of credits (or anything else PostgreSQL refused): each on its own, the short one refused alone.
-      return Promise.all(batch.map((s) => pool.query(message([s])).then(() => ({ ok: true as const, value: true }), () => ({ ok: true as const, value: false }))));
+      const each = await Promise.all(batch.map((s) => pool.query(message([s])).then(() => ({ ok: true as const, value: true }), () => ({ ok: true as const, value: false }))));
+      wake?.();
+      return each;
     }
   }, oneBatch);
 
@@ -182,7 +193,8 @@ interface Finished {
   expiresAt: number;
 }
 
-async function startWorker(): Promise<void> {
+/** Starts the worker; answers its wake-up (a claim round). */
+async function startWorker(): Promise<() => void> {
   const dataDir = process.env.VIDGEN_DATA_DIR!;
   const outputs = join(dataDir, 'outputs');
   const files = createLocalOutputFiles({ directory: outputs, publicBaseUrl: process.env.VIDGEN_PUBLIC_BASE_URL ?? 'http://127.0.0.1', secret: randomBytes(32) });
@@ -290,4 +302,5 @@ async function startWorker(): Promise<void> {
   setInterval(() => void claim().catch(fail), 1000).unref();
   void claim().catch(fail);
   process.stdout.write('PostgreSQL pipeline floor: worker started\n');
+  return () => void claim().catch(fail);
 }

@@ -155,7 +155,7 @@ export function judgeTargets(results: Results, full: { scaleTasks: number; rssRe
   const pipeline = (store: string) => results.pipeline?.rows.find((row) => row.store === store);
   const sqlite = pipeline('SQLite');
   for (const [label, store] of [['one `all` process', 'PostgreSQL'], ['2 `api` + 2 `worker`', 'PostgreSQL 2 api + 2 worker']] as const) {
-    targets.push(postgresPipelineTarget(label, pipeline(store), sqlite, store === 'PostgreSQL' ? undefined : pipeline('PostgreSQL floor, 2 api + 2 worker')));
+    targets.push(postgresPipelineTarget(label, pipeline(store), sqlite, pipeline(store === 'PostgreSQL' ? 'PostgreSQL floor' : 'PostgreSQL floor, 2 api + 2 worker')));
   }
   targets.push(sqlitePipelineTarget(sqlite, pipeline('SQLite floor')));
   for (const name of ['query, succeeded task', 'submit']) {
