@@ -575,11 +575,11 @@ try {
         `(bench/http/pipeline-floor.ts: the submission's floor, then the job leased, the instant provider's output, the task's success with its ` +
         `delivery written, the server's webhook sender, the delivery recorded; no long polls, usage totals, logs, metrics or limits); ` +
         `a floor under 1,000 tasks/s shows that rate out of reach on this machine. ` +
-        `\`PostgreSQL floor, 2 api + 2 worker\`: the same for the split topology (bench/http/pg-pipeline-floor.ts: 2 api processes, each ` +
-        `submission's floor with an event-loop turn's tasks, charges and wake-up in one message; 2 workers claiming and starting in one ` +
+        `\`PostgreSQL floor\` and \`PostgreSQL floor, 2 api + 2 worker\`: the same on PostgreSQL, in one process and split (bench/http/pg-pipeline-floor.ts: api processes, each ` +
+        `submission's floor with an event-loop turn's tasks, charges and wake-up in one message; workers claiming and starting in one ` +
         `statement, the instant provider's output, the successes with their deliveries in one message, the server's sender, the deliveries ` +
         `recorded in one statement; no long polls or their trigger, usage totals, attempts' history, logs, metrics or limits); ` +
-        `a floor under 0.6 × SQLite's shows that line out of reach on this machine.`,
+        `one process does both, its worker woken in the process; a floor under 0.6 × SQLite's shows that line out of reach on this machine.`,
     };
   }
 
