@@ -22,7 +22,7 @@
  * - `--stores sqlite,postgres` and `--topologies all,split`: `all` is one `--role all` process per
  *   store; `split` (PostgreSQL only) is 2 `api` + 2 `worker` processes, submits alternating between
  *   the two api processes, the workers serving files through the first (VIDGEN_PUBLIC_BASE_URL).
- *   `sqlite-floor` (in the default `--stores sqlite,sqlite-floor,postgres`) is the SQLite pipeline's floor
+ *   `sqlite-floor` (in the default `--stores sqlite,sqlite-floor,postgres,postgres-floor`) is the SQLite pipeline's floor
  *   (bench/http/pipeline-floor.ts: the least one process does from submission to webhook on this stack) measured as
  *   the server is, its row `SQLite floor`: SQLite's 1,000 tasks/s (issue 20) judged against what it reaches.
  *   `postgres-floor` (also in the default) is PostgreSQL's floor in each topology (bench/http/pg-pipeline-floor.ts: the
@@ -49,7 +49,7 @@ import { cpuPerTask, cpuSnapshot, type CpuCost } from './http/cpu-cost.js';
 import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 import { runPostgresFloor, type FloorProtocol, type FloorResult } from './http/pg-floor.js';
-import { compilePgPipelineFloor, compilePipelineFloor } from './http/compiled.js';
+import { compilePipelineFloor } from './http/compiled.js';
 
 const { values } = parseArgs({
   options: {
@@ -101,7 +101,7 @@ const ROUNDS = Math.max(1, Number(values.rounds));
 const MAIN = process.env.VIDGEN_BENCH_SERVER_MAIN ?? 'dist/main.js';
 /** `floor`: the SQLite pipeline's floor (bench/http/pipeline-floor.ts) in place of the server, started as `all` is. */
 type Topology = 'all' | 'split' | 'floor';
-/** What `--b-node-args` and `--b-env` change for a variant's twin. */
+/** What `--b-node-args`, `--b-env`, `--b-warmup` and `--b-main` change for a variant's twin. */
 interface Twin {
   nodeArgs: string[];
   env: Record<string, string>;
@@ -133,12 +133,14 @@ const costs: { name: string; cost: TaskCost; cpu: CpuCost | undefined }[] = [];
  * then not paying for the last one's removal; remove /tmp/vidgen-bench-* after).
  */
 const leftBehind: string[] = [];
-let pipelineFloor: string | undefined;
-/** The pipeline floor's build, compiled the first time it is measured. */
-const pipelineFloorMain = () => (pipelineFloor ??= compilePipelineFloor());
-let pgPipelineFloor: string | undefined;
-/** The PostgreSQL split topology's floor's build, compiled the first time it is measured. */
-const pgPipelineFloorMain = () => (pgPipelineFloor ??= compilePgPipelineFloor());
+const floorBuilds = new Map<'pipeline-floor' | 'pg-pipeline-floor', string>();
+/** A pipeline floor's build (SQLite's or PostgreSQL's), compiled the first time it is measured. */
+const floorMain = (name: 'pipeline-floor' | 'pg-pipeline-floor') => () => {
+  if (!floorBuilds.has(name)) floorBuilds.set(name, compilePipelineFloor(name));
+  return floorBuilds.get(name)!;
+};
+const pipelineFloorMain = floorMain('pipeline-floor');
+const pgPipelineFloorMain = floorMain('pg-pipeline-floor');
 if (!process.env.VIDGEN_BENCH_KEEP_FILES) process.on('exit', () => leftBehind.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
 const received = new Map<string, number>();

@@ -39,24 +39,16 @@ export function compileBenchProcesses(): { floor: string; ceiling: string } {
 }
 
 /**
- * The SQLite pipeline's floor (pipeline-floor.ts) compiled, beside the HTTP floor's build (which this leaves as it is:
- * bench/pipeline.ts runs while bench/http.ts, whose build that is, waits for it); its entry, relative to apps/server.
+ * A pipeline floor (`pipeline-floor` for SQLite, `pg-pipeline-floor` for PostgreSQL: bench/http/<name>.ts) compiled,
+ * beside the HTTP floor's build (which this leaves as it is: bench/pipeline.ts runs while bench/http.ts, whose build
+ * that is, waits for it); its entry, relative to apps/server.
  */
-export function compilePipelineFloor(): string {
+export function compilePipelineFloor(name: 'pipeline-floor' | 'pg-pipeline-floor'): string {
   mkdirSync(BUILD, { recursive: true });
-  const outDir = removeOnExit(join(BUILD, 'pipeline-floor'));
+  const outDir = removeOnExit(join(BUILD, name));
   rmSync(outDir, { recursive: true, force: true });
-  compile('pipeline-floor', SERVER_ROOT, outDir, ['bench/http/pipeline-floor.ts']);
-  return relative(SERVER_ROOT, join(outDir, 'bench/http/pipeline-floor.js'));
-}
-
-/** The PostgreSQL split topology's floor (pg-pipeline-floor.ts) compiled, as compilePipelineFloor does; its entry. */
-export function compilePgPipelineFloor(): string {
-  mkdirSync(BUILD, { recursive: true });
-  const outDir = removeOnExit(join(BUILD, 'pg-pipeline-floor'));
-  rmSync(outDir, { recursive: true, force: true });
-  compile('pg-pipeline-floor', SERVER_ROOT, outDir, ['bench/http/pg-pipeline-floor.ts']);
-  return relative(SERVER_ROOT, join(outDir, 'bench/http/pg-pipeline-floor.js'));
+  compile(name, SERVER_ROOT, outDir, [`bench/http/${name}.ts`]);
+  return relative(SERVER_ROOT, join(outDir, `bench/http/${name}.js`));
 }
 
 /** A copy of `src` (a directory in apps/server) compiled as `dist/` is, its migrations beside it; its `main.js`, relative to apps/server. */

@@ -88,7 +88,6 @@ interface Submission {
 async function startApi(wake?: () => void): Promise<void> {
   // The tasks' moves announced to long polls are the server's: not the floor's.
   await pool.query('DROP TRIGGER IF EXISTS tasks_status_changed ON tasks');
-  const readSubmission = floorSubmissions();
   const keys = new Map<string, string>();
   const accountOf = async (authorization: string | undefined): Promise<string | undefined> => {
     if (!authorization?.startsWith('Bearer ')) return undefined;
@@ -101,6 +100,7 @@ async function startApi(wake?: () => void): Promise<void> {
     }
     return account;
   };
+  const readSubmission = floorSubmissions(accountOf);
 
   const message = (batch: Submission[]): string => {
     const statements = [
@@ -140,11 +140,9 @@ async function startApi(wake?: () => void): Promise<void> {
 
   const app = new Hono();
   app.post(BASE, async (c) => {
-    const account = await accountOf(c.req.header('authorization'));
-    if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
     const submission = await readSubmission(c);
     if (submission.refused) return submission.refused;
-    const r = submission.value;
+    const { account, value: r } = submission;
     const now = Date.now();
     const mediaUrls = r.mediaUrls ?? [];
     const taskId = newRequestId(new Date(now));

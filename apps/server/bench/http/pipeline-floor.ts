@@ -92,9 +92,9 @@ const sql = {
   ),
   delivered: db.prepare(`UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, last_attempt_at = ?, updated_at = ? WHERE id = ?`),
 };
-const readSubmission = floorSubmissions();
 
 const keyOf = floorKeys(db);
+const readSubmission = floorSubmissions((authorization) => keyOf(authorization)?.accountId);
 
 /** What the worker needs of a submitted task, as the submission wrote it: the provider's request but for where and how long. */
 interface Submitted {
@@ -163,11 +163,9 @@ async function run(task: Submitted): Promise<void> {
 
 const app = new Hono();
 app.post(BASE, async (c) => {
-  const account = keyOf(c.req.header('authorization'))?.accountId;
-  if (!account) return c.json({ success: false, error: { code: 'unauthorized' } }, 401);
   const submission = await readSubmission(c);
   if (submission.refused) return submission.refused;
-  const r = submission.value;
+  const { account, value: r } = submission;
   const now = Date.now();
   const mediaUrls = r.mediaUrls ?? [];
   const g: Submitted['generation'] = {
