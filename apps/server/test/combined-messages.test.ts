@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openBackend, type Backend } from '../src/store/open.js';
-import { combinedStatements, MessageCombiner, type Combinable, type UsageDelta } from '../src/store/postgres/combined-messages.js';
+import { combinedStatements, MessageCombiner, type Answer, type Combinable, type UsageDelta } from '../src/store/postgres/combined-messages.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import type { Statement } from '../src/store/postgres/kept-plans.js';
 import type { NewTask, StartOutcome, StoredResponse, TaskRecord } from '../src/store/store.js';
@@ -90,9 +90,15 @@ describe('the order of a combined message', () => {
     ]);
   });
 
-  /** A combiner over `send`, of at most 64 callers a message, on shard 0. */
-  const combinerOver = (send: (statements: Statement[]) => Promise<void>, options: { lanes: number; answered: (error: unknown) => boolean }) =>
-    new MessageCombiner({ send, usage, maxCallers: 64, shard: () => 0, ...options });
+  /** A combiner over `send`, of at most 64 callers a message, on shard 0; each statement answered a row of its text unless `send` answers. */
+  const combinerOver = (send: (statements: Statement[]) => Promise<void | Answer[]>, options: { lanes: number; answered: (error: unknown) => boolean }) =>
+    new MessageCombiner({
+      send: async (statements) => (await send(statements)) ?? statements.map(([text]) => ({ rows: [{ text }] })),
+      usage,
+      maxCallers: 64,
+      shard: () => 0,
+      ...options,
+    });
   /** A combiner over a send of the test's: records each message, fails those `failing` says to. */
   const combiner = (failing: (statements: Statement[]) => unknown) => {
     const sent: string[][] = [];
@@ -114,6 +120,22 @@ describe('the order of a combined message', () => {
     await combine.send(caller('z', 0, 'z', []));
     expect(sent).toEqual([['x a', 'x b', 'y a', 'y b'], ['z alone']]);
     expect(combine.counts).toEqual({ messages: 2, callers: 3, combined: 2, sentAgainAlone: 0 });
+  });
+
+  it("answers each caller what PostgreSQL answered its own statements, combined, alone, or sent again alone", async () => {
+    const texts = (answers: Answer[]) => answers.map(({ rows }) => rows[0]!.text);
+    // Alone: its `together` statements' answers, the first of `alone`'s (a caller's own answers, not its usage totals').
+    const aloneCaller: Combinable = { ...caller('z', 0, 'z', []), alone: [['z a', []], ['z b', []], ['hourly', []]] };
+    const { combine } = combiner(() => undefined);
+    expect(texts(await combine.send(aloneCaller))).toEqual(['z a', 'z b']);
+    // Combined: each its own, whatever order the message put them in.
+    const together = await Promise.all([combine.send(caller('y', 1, 'acc_b', [])), combine.send(caller('x', 0, 'x', [])), combine.send(caller('w', 1, 'acc_a', []))]);
+    expect(together.map(texts)).toEqual([['y a', 'y b'], ['x a', 'x b'], ['w a', 'w b']]);
+    // Sent again alone after a refusal: each its own again.
+    const refusing = combiner((statements) => (statements.length > 1 && statements.some(([text]) => text.startsWith('v')) ? answered : undefined));
+    const [v, u] = await Promise.allSettled([refusing.combine.send(caller('v', 0, 'v', [])), refusing.combine.send({ ...caller('u', 0, 'u', []), alone: [['u a', []], ['u b', []]] })]);
+    expect(v).toMatchObject({ status: 'fulfilled' });
+    expect(texts((u as PromiseFulfilledResult<Answer[]>).value)).toEqual(['u a', 'u b']);
   });
 
   it("sends a message PostgreSQL refused again as each caller's own: the one that fails fails alone, the others are done", async () => {

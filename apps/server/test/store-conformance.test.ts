@@ -14,7 +14,7 @@ import { openBackend, type Backend } from '../src/store/open.js';
 import { backendKinds } from './support/backends.js';
 import type { PgStore } from '../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import type { NewTask, Store, StoredResponse, TaskRecord } from '../src/store/store.js';
+import type { NewTask, PendingDelivery, Store, StoredResponse, TaskRecord } from '../src/store/store.js';
 import { pageKeyPosition, taskPageKeyOf } from '../src/domain/task-view.js';
 import { newTask, silentLogger } from './support.js';
 
@@ -489,6 +489,28 @@ describe.each(kinds)('the store and queue on $name', ({ name, skip, open }) => {
       await store().recordDeliveryAttempt({ deliveryId: delivery.id, redeliveries: 0, attempt: { attemptedAt: later(2), statusCode: 200, error: null, durationMs: 3 }, status: 'delivered', nextAttemptAt: null });
       expect(await store().pendingDelivery(id, later(3))).toBeUndefined();
       expect(await store().pendingDelivery('gen_unknown', later(3))).toBeUndefined();
+    });
+
+    it('answers a held delivery with its completion as pendingDelivery reads it: as written, with the secrets of that moment', async () => {
+      await store().rotateWebhookSecret({ accountId: 'acc_1', secret: 'whsec_new', previousValidUntil: later(100) });
+      // Completed as its start left it (the one-message completion) and after it changed (the completion on its own).
+      for (const [at, passStart] of [[later(5), true], [later(150), false]] as const) {
+        const { id } = await submit(10, now, { webhookUrl: 'https://hooks.example.com/v' });
+        const started = await store().startTask({ id, now });
+        const completed = await store().completeTask({
+          id,
+          now: at,
+          outputKey: `${id}.mp4`,
+          outputUrl: 'https://files.example.com/x',
+          outputExpiresAt: later(3600_000),
+          holdDelivery: { leaseUntil: later(60_000), workerId: 'w1' },
+          ...(passStart ? { started: (started as { task: TaskRecord }).task } : {}),
+        });
+        expect(completed).toMatchObject({ kind: 'succeeded', heldDelivery: expect.any(String) });
+        const pending = (completed as { pendingDelivery?: PendingDelivery }).pendingDelivery;
+        expect(pending).toEqual(await store().pendingDelivery(id, at));
+        expect(pending!.secrets).toEqual(passStart ? ['whsec_new', 'whsec_x'] : ['whsec_new']);
+      }
     });
 
     it('records attempts and redelivers from now with a fresh job', async () => {

@@ -118,7 +118,8 @@ export interface PendingDelivery {
 /**
  * `heldDelivery`: the claim (the queue's job id) of the task's webhook delivery, held by the caller from its birth
  * (completeTask's `holdDelivery`). `pendingDelivery`: that delivery as written and the account's secrets, read in the
- * same transaction, where the store answers them (SQLite): its first attempt then needs no read of its own.
+ * same transaction (PostgreSQL: answered by the statement that writes the delivery): its first attempt then needs no read
+ * of its own.
  */
 export type CompleteOutcome =
   | { kind: 'succeeded'; task: TaskRecord; heldDelivery?: string; pendingDelivery?: PendingDelivery }

@@ -32,8 +32,13 @@ export interface UsageDelta {
   counts: [number, number, number, number, number, number];
 }
 
+/** What PostgreSQL answered a statement: its rows (none for most writes). */
+export interface Answer {
+  rows: Record<string, unknown>[];
+}
+
 export interface Combinable {
-  /** The caller's transaction on its own. */
+  /** The caller's transaction on its own: `together`'s statements first, in their order, then the rest. */
   alone: Statement[];
   /** Its statements in a combined message: those of `alone` without its usage totals, which are `usage`, and without `once`. */
   together: Statement[];
@@ -63,27 +68,37 @@ export interface UsageStatements {
  * order first carried), then the usage totals summed, hourly rows before daily ones.
  */
 export function combinedStatements(callers: Combinable[], usage: UsageStatements, shard: number): Statement[] {
+  return combinedMessage(callers, usage, shard).statements;
+}
+
+/** combinedStatements, and where each caller's own statements are in it (`at[i]`: the first of callers[i]'s). */
+function combinedMessage(callers: Combinable[], usage: UsageStatements, shard: number): { statements: Statement[]; at: number[] } {
   const ordered = callers
     .map((caller, arrival) => ({ caller, arrival }))
-    .sort((a, b) => a.caller.rank - b.caller.rank || compare(a.caller.key, b.caller.key) || a.arrival - b.arrival)
-    .map(({ caller }) => caller);
+    .sort((a, b) => a.caller.rank - b.caller.rank || compare(a.caller.key, b.caller.key) || a.arrival - b.arrival);
   const hourly = new Map<string, { key: { accountId: string; model: string; hourStart: Date }; counts: UsageDelta['counts'] }>();
   const daily = new Map<string, { key: { accountId: string; model: string; dayStart: Date }; counts: UsageDelta['counts'] }>();
-  for (const delta of ordered.flatMap((caller) => caller.usage)) {
-    add(hourly, `${delta.accountId}\u0000${delta.model}\u0000${delta.hourStart.toISOString()}`, { accountId: delta.accountId, model: delta.model, hourStart: delta.hourStart }, delta.counts);
-    add(daily, `${delta.accountId}\u0000${delta.model}\u0000${delta.dayStart.toISOString()}`, { accountId: delta.accountId, model: delta.model, dayStart: delta.dayStart }, delta.counts);
-  }
+  const statements: Statement[] = [];
+  const at: number[] = new Array<number>(callers.length);
   const once = new Map<string, Statement>();
-  for (const statement of ordered.flatMap((caller) => caller.once ?? [])) {
-    const id = JSON.stringify(statement);
-    if (!once.has(id)) once.set(id, statement);
+  for (const { caller, arrival } of ordered) {
+    at[arrival] = statements.length;
+    statements.push(...caller.together);
+    for (const delta of caller.usage) {
+      add(hourly, `${delta.accountId}\u0000${delta.model}\u0000${delta.hourStart.toISOString()}`, { accountId: delta.accountId, model: delta.model, hourStart: delta.hourStart }, delta.counts);
+      add(daily, `${delta.accountId}\u0000${delta.model}\u0000${delta.dayStart.toISOString()}`, { accountId: delta.accountId, model: delta.model, dayStart: delta.dayStart }, delta.counts);
+    }
+    for (const statement of caller.once ?? []) {
+      const id = JSON.stringify(statement);
+      if (!once.has(id)) once.set(id, statement);
+    }
   }
-  return [
-    ...ordered.flatMap((caller) => caller.together),
+  statements.push(
     ...once.values(),
     ...sortedValues(hourly).map(({ key, counts }) => usage.hourly(key, counts, shard)),
     ...sortedValues(daily).map(({ key, counts }) => usage.daily(key, counts, shard)),
-  ];
+  );
+  return { statements, at };
 }
 
 function add<K>(sums: Map<string, { key: K; counts: UsageDelta['counts'] }>, id: string, key: K, counts: UsageDelta['counts']): void {
@@ -161,14 +176,14 @@ export class Coalescer<I, O> {
 export const settled = <O>(work: Promise<O>): Promise<Settled<O>> => work.then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }));
 
 export class MessageCombiner {
-  private readonly calls: Coalescer<Combinable, void>;
+  private readonly calls: Coalescer<Combinable, Answer[]>;
   /** Messages sent and callers they carried (combined or alone), for tests and the benchmark. */
   readonly counts = { messages: 0, callers: 0, combined: 0, sentAgainAlone: 0 };
 
   constructor(
     private readonly options: {
-      /** Sends statements as one message, one transaction. */
-      send: (statements: Statement[]) => Promise<void>;
+      /** Sends statements as one message, one transaction; answers each statement's rows, in order. */
+      send: (statements: Statement[]) => Promise<Answer[]>;
       usage: UsageStatements;
       /** Whether an error from `send` was PostgreSQL's answer (its transaction then rolled back), not a lost connection. */
       answered: (error: unknown) => boolean;
@@ -182,26 +197,33 @@ export class MessageCombiner {
     this.calls = new Coalescer((callers) => this.run(callers), options);
   }
 
-  /** Resolves once the caller's statements have committed (with others, or alone); rejects with its own failure. */
-  send(caller: Combinable): Promise<void> {
+  /**
+   * Resolves once the caller's statements have committed (with others, or alone), with what PostgreSQL answered its
+   * `together` statements (the first of `alone`'s when sent alone), in order; rejects with its own failure.
+   */
+  send(caller: Combinable): Promise<Answer[]> {
     return this.calls.call(caller);
   }
 
-  private async run(callers: Combinable[]): Promise<(Settled<void> | Promise<Settled<void>>)[]> {
+  private async run(callers: Combinable[]): Promise<(Settled<Answer[]> | Promise<Settled<Answer[]>>)[]> {
     this.counts.messages++;
     this.counts.callers += callers.length;
-    if (callers.length === 1) return [await settled(this.options.send(callers[0]!.alone))];
+    const own = (caller: Combinable) => (answers: Answer[]) => answers.slice(0, caller.together.length);
+    const alone = (caller: Combinable) => settled(this.options.send(caller.alone).then(own(caller)));
+    if (callers.length === 1) return [await alone(callers[0]!)];
     this.counts.combined += callers.length;
+    const { statements, at } = combinedMessage(callers, this.options.usage, this.options.shard());
+    let answers: Answer[];
     try {
-      await this.options.send(combinedStatements(callers, this.options.usage, this.options.shard()));
+      answers = await this.options.send(statements);
     } catch (error) {
       // Whether it committed is unknown: each caller gets the error, as it would have alone (the Coalescer passes it on).
       if (!this.options.answered(error)) throw error;
       // Nothing of the message stayed: each caller's transaction on its own, as if never combined (outside the lane,
       // which the next message may have meanwhile).
       this.counts.sentAgainAlone += callers.length;
-      return callers.map((caller) => settled(this.options.send(caller.alone)));
+      return callers.map(alone);
     }
-    return callers.map(() => ({ ok: true, value: undefined }));
+    return callers.map((caller, i) => ({ ok: true, value: answers.slice(at[i], at[i]! + caller.together.length) }));
   }
 }

@@ -45,7 +45,7 @@ import { RollBack } from '../roll-back.js';
 import { newTaskRecord, rowMappers, type Row } from '../rows.js';
 import { kept, KeptPlans, type Statement } from './kept-plans.js';
 import { literal } from './literals.js';
-import { Coalescer, MessageCombiner, settled, type Settled, type UsageDelta } from './combined-messages.js';
+import { Coalescer, MessageCombiner, settled, type Answer, type Settled, type UsageDelta } from './combined-messages.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Serialises migrations of processes starting at once (any constant shared by them). */
@@ -123,6 +123,25 @@ const usageBuckets = (now: Date) => ({
 function secretsOf(row: Row, now: Date): string[] {
   const previousValid = row.previous_webhook_secret && row.previous_webhook_secret_until > now;
   return previousValid ? [row.webhook_secret, row.previous_webhook_secret] : [row.webhook_secret];
+}
+
+/** A simple-protocol message's answers, one a statement (node-postgres answers a message of one statement with its result alone). */
+const answersOf = (result: pg.QueryResult | pg.QueryResult[]): Answer[] => (Array.isArray(result) ? result : [result]);
+
+/** A delivery written held (endingWrites' insertHeldDelivery `statement`), as written, and its completion's time. */
+interface HeldDelivery {
+  statement: Statement;
+  delivery: DeliveryRecord;
+  now: Date;
+}
+
+/**
+ * The held delivery with the secrets its statement answered among `statements`' `answers` (CompleteOutcome's pendingDelivery),
+ * as pendingDelivery would read them in the same transaction; nothing when it answered none.
+ */
+function pendingOf(held: HeldDelivery | undefined, statements: Statement[], answers: Answer[]): { pendingDelivery?: PendingDelivery } {
+  const secrets = held && answers[statements.indexOf(held.statement)]?.rows[0];
+  return secrets ? { pendingDelivery: { delivery: held.delivery, secrets: secretsOf(secrets, held.now) } } : {};
 }
 
 /** The usage totals' shard a transaction adds to (0007_usage_shards.sql). */
@@ -319,10 +338,13 @@ const SQL = {
                           VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7) RETURNING 1)
                         SELECT pg_notify($8, 'webhooks') FROM inserted`),
   // The same delivery written already claimed by the worker that completes its task (completeTask's holdDelivery), leased until $8: the
-  // claim of lease_id 1; no wake-up, the holder attempts it.
-  insertHeldDelivery: kept(`INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at,
-                                                          lease_id, lease_until, unrecorded_claims)
-                            VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7, 1, $8, 1)`),
+  // claim of lease_id 1; no wake-up, the holder attempts it. Answers the account's signing secrets as of the same transaction, which
+  // pendingDelivery would read: the holder's first attempt needs no read of its own (the delivery itself it knows, as written).
+  insertHeldDelivery: kept(`WITH inserted AS (
+                              INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at,
+                                                              lease_id, lease_until, unrecorded_claims)
+                              VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $7, 1, $8, 1) RETURNING account_id)
+                            SELECT a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until FROM inserted JOIN accounts a ON a.id = inserted.account_id`),
   // A redelivery replaces the delivery's chain of attempts, scheduled or under way, not doubles it: a new lease_id, so the claim
   // of an attempt still out completes and schedules nothing; claimable at once, the workers woken at commit ($3: the jobs channel).
   redeliver: `WITH redelivered AS (
@@ -459,10 +481,11 @@ export class PgStore implements Store {
    * without waiting for this process to answer in between. A statement failing (`vidgen_require`) ends
    * the message there; the caller's transaction() then rolls back.
    */
-  private async commitWith(client: pg.PoolClient, tx: Tx, statements: Statement[]): Promise<void> {
+  private async commitWith(client: pg.PoolClient, tx: Tx, statements: Statement[]): Promise<Answer[]> {
     await this.plans.prepare(client, statements, tx.begun);
-    await client.query([...this.plans.texts(client, statements), 'COMMIT'].join(';\n'));
+    const answers = answersOf(await client.query([...this.plans.texts(client, statements), 'COMMIT'].join(';\n')));
     tx.committed = true;
+    return answers.slice(0, statements.length);
   }
 
   /** The transaction's first statement, with the BEGIN in the same message when transaction() left it to it (`beginWithFirst`). */
@@ -480,12 +503,12 @@ export class PgStore implements Store {
    * message as one transaction, all of them or none (a failing statement, `vidgen_require`'s included, rolls back
    * the ones before it). One round trip for a whole transaction whose statements need no answer from each other.
    */
-  private async atomically(statements: Statement[]): Promise<void> {
+  private atomically(statements: Statement[]): Promise<Answer[]> {
     // A client of its own (the kept plans are per connection), with no BEGIN or COMMIT around the message.
-    await this.transaction(
+    return this.transaction(
       async (client) => {
         await this.plans.prepare(client, statements, false);
-        await client.query(this.plans.texts(client, statements).join(';\n'));
+        return answersOf(await client.query(this.plans.texts(client, statements).join(';\n')));
       },
       { beginWithFirst: true },
     );
@@ -743,16 +766,23 @@ export class PgStore implements Store {
     moved: TaskRecord,
     now: Date,
     ending: { refund?: string; usage: Partial<Omit<UsageHour, 'hourStart' | 'model'>>; holdDelivery?: { leaseUntil: Date } },
-  ): { task: TaskRecord; statements: Statement[]; usage: UsageDelta; heldDelivery?: string } {
+  ): { task: TaskRecord; statements: Statement[]; usage: UsageDelta; heldDelivery?: string; held?: HeldDelivery } {
     let task = moved;
     const statements: Statement[] = [];
     let heldDelivery: string | undefined;
+    let held: HeldDelivery | undefined;
     if (task.webhookUrl) {
       const { type, body } = webhookEventBody(task);
-      const row = [`msg_${newUlid(now.getTime())}`, task.id, task.accountId, task.webhookUrl, type, body, now];
+      const id = `msg_${newUlid(now.getTime())}`;
+      const row = [id, task.id, task.accountId, task.webhookUrl, type, body, now];
       if (ending.holdDelivery) {
-        statements.push([SQL.insertHeldDelivery, [...row, ending.holdDelivery.leaseUntil]]);
-        heldDelivery = deliveryClaim(row[0] as string, 1);
+        const statement: Statement = [SQL.insertHeldDelivery, [...row, ending.holdDelivery.leaseUntil]];
+        statements.push(statement);
+        heldDelivery = deliveryClaim(id, 1);
+        // The delivery as insertHeldDelivery writes it, mapped as pendingDelivery maps it.
+        const delivery: DeliveryRecord = { id, taskId: task.id, accountId: task.accountId, url: task.webhookUrl, eventType: type, body, status: 'pending',
+          attempts: 0, lastAttemptAt: null, nextAttemptAt: now, createdAt: now, redeliveries: 0 };
+        held = { statement, delivery, now };
       } else statements.push([SQL.insertDelivery, [...row, JOBS_CHANNEL]]);
       task = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
     }
@@ -762,7 +792,7 @@ export class PgStore implements Store {
     const { hourStart, dayStart } = usageBuckets(now);
     const { usage } = ending;
     const counts: UsageDelta['counts'] = [usage.creditsCharged ?? 0, usage.creditsRefunded ?? 0, usage.succeeded ?? 0, usage.failed ?? 0, usage.cancelled ?? 0, usage.secondsDelivered ?? 0];
-    return { task, statements, usage: { accountId: task.accountId, model: task.model, hourStart, dayStart, counts }, ...(heldDelivery ? { heldDelivery } : {}) };
+    return { task, statements, usage: { accountId: task.accountId, model: task.model, hourStart, dayStart, counts }, ...(heldDelivery ? { heldDelivery, held } : {}) };
   }
 
   /** A transaction's usage totals on their own, its last statements (the rows every task of the account shares), hourly first. */
@@ -829,29 +859,30 @@ export class PgStore implements Store {
   ): Promise<CompleteOutcome | undefined> {
     const { now } = input;
     const moved: TaskRecord = { ...started, status: 'succeeded', outputKey: input.outputKey, outputUrl: input.outputUrl, outputExpiresAt: input.outputExpiresAt, updatedAt: now, completedAt: now, webhook: null };
-    const { task, statements, usage, heldDelivery } = this.endingWrites(moved, now, {
+    const { task, statements, usage, heldDelivery, held } = this.endingWrites(moved, now, {
       usage: { succeeded: 1, secondsDelivered: moved.duration },
       holdDelivery: input.holdDelivery,
     });
     const jobDone = input.job && this.jobs.completeStatement(input.job);
     if (jobDone) statements.unshift(jobDone);
     statements.unshift([SQL.completeUnchanged, [input.id, now, input.outputKey, input.outputUrl, input.outputExpiresAt, started.updatedAt]]);
+    let answers: Answer[];
     try {
-      await this.combiner.send({ alone: [...statements, ...this.usageStatements(usage)], together: statements, usage: [usage], rank: 0, key: input.id });
+      answers = await this.combiner.send({ alone: [...statements, ...this.usageStatements(usage)], together: statements, usage: [usage], rank: 0, key: input.id });
     } catch (error) {
       if (failedCheck(error) === 'task_moved') return undefined;
       throw error;
     }
-    return { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery } : {}) };
+    return { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery, ...pendingOf(held, statements, answers) } : {}) };
   }
 
   /** An ending as a transaction of its own: the task's move with the BEGIN, then what the ending writes with the COMMIT. */
-  private ending<T>(move: (client: pg.PoolClient, tx: Tx) => Promise<{ outcome: T; statements: Statement[] }>): Promise<T> {
+  private ending<T>(move: (client: pg.PoolClient, tx: Tx) => Promise<{ outcome: T; statements: Statement[]; answered?: (answers: Answer[]) => T }>): Promise<T> {
     return this.transaction(
       async (client, tx) => {
-        const { outcome, statements } = await move(client, tx);
-        await this.commitWith(client, tx, statements);
-        return outcome;
+        const { outcome, statements, answered } = await move(client, tx);
+        const answers = await this.commitWith(client, tx, statements);
+        return answered ? answered(answers) : outcome;
       },
       { beginWithFirst: true },
     );
@@ -862,17 +893,19 @@ export class PgStore implements Store {
     client: pg.PoolClient,
     tx: Tx,
     input: Parameters<Store['completeTask']>[0],
-  ): Promise<{ outcome: CompleteOutcome; statements: Statement[] }> {
+  ): Promise<{ outcome: CompleteOutcome; statements: Statement[]; answered?: (answers: Answer[]) => CompleteOutcome }> {
     const completed = (await this.first(client, tx, [SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt]])).rows[0] as Row | undefined;
     if (!completed) return { outcome: { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements, usage, heldDelivery } = this.endingWrites(toTask(completed), input.now, {
+    const { task, statements, usage, heldDelivery, held } = this.endingWrites(toTask(completed), input.now, {
       usage: { succeeded: 1, secondsDelivered: completed.duration },
       holdDelivery: input.holdDelivery,
     });
     // The claim's job completed with the task: one round trip less, and no task succeeded with its job still running.
     const jobDone = input.job && this.jobs.completeStatement(input.job);
     if (jobDone) statements.unshift(jobDone);
-    return { outcome: { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery } : {}) }, statements: [...statements, ...this.usageStatements(usage)] };
+    const all = [...statements, ...this.usageStatements(usage)];
+    const outcome: CompleteOutcome = { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery } : {}) };
+    return { outcome, statements: all, answered: (answers) => ({ ...outcome, ...pendingOf(held, all, answers) }) };
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
