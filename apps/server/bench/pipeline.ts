@@ -436,7 +436,7 @@ if (floor.length) {
   }
 }
 const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
-console.log('\nWhat a task costs its store (throughput window, per task; PostgreSQL transactions from pg_stat_database, statements and round trips counted at the client; SQLite transactions are write commits):\n');
+console.log('\nWhat a task costs its store (throughput window, per task; PostgreSQL transactions are those that wrote, as transaction ids assigned; statements and round trips counted at the client; SQLite transactions are write commits):\n');
 console.log('| store | transactions | statements | round trips | WAL bytes | rows written |');
 console.log('|---|---|---|---|---|---|');
 // With rounds, each variant's last.

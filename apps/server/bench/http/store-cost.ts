@@ -4,8 +4,14 @@
  *
  * - Client side, in each server process: bench/http/store-cost-hook.mjs (preloaded, VIDGEN_BENCH_COUNT_SQL)
  *   counts PostgreSQL round trips per statement text, SQLite statements, write commits and WAL frames.
- * - Server side, PostgreSQL: pg_stat_database (commits + rollbacks, rows written) for the bench's database
- *   and pg_current_wal_lsn() (the WAL is the cluster's: nothing else should write while a bench runs).
+ * - Server side, PostgreSQL: the transactions that wrote, as the transaction ids assigned (the cluster's next id,
+ *   `pg_snapshot_xmax(pg_current_snapshot())`: exact at the instant it is read; a transaction that only read takes
+ *   no id), rows written from pg_stat_database for the bench's database, and pg_current_wal_lsn() (the id counter and
+ *   the WAL are the cluster's: nothing else should write while a bench runs). pg_stat_database's counters lag: a busy
+ *   backend reports them at most once a second, an idle one within ten seconds of going idle (PostgreSQL 15's
+ *   PGSTAT_MIN_INTERVAL and PGSTAT_IDLE_INTERVAL), so over a window of a second or two its commits were off by as much
+ *   as the window held (1.12 and 0.42 a task for two builds sending the same statements, twenty-sixth pass): they are not the
+ *   count.
  *   pg_stat_statements is not loaded on this server (shared_preload_libraries is empty), so statements
  *   are counted at the client: every query is one round trip, and as many statements as its text holds
  *   (the store's simple-protocol messages join several with `;\n`).
@@ -25,7 +31,7 @@ interface ProcessCounts {
 
 export interface CostSnapshot {
   processes: ProcessCounts[];
-  postgres?: { xacts: number; rowsWritten: number; walLsn: string };
+  postgres?: { nextXid: bigint; rowsWritten: number; walLsn: string };
 }
 
 /** The hook's counts of each process, asked for by SIGUSR2 and read back once written. */
@@ -55,11 +61,12 @@ async function postgresStats(url: string): Promise<CostSnapshot['postgres']> {
     // Backends report their counts at most once a second, and when idle: let the last ones in.
     await new Promise((done) => setTimeout(done, 1_500));
     const { rows } = await client.query(
-      `SELECT xact_commit + xact_rollback AS xacts, tup_inserted + tup_updated + tup_deleted AS rows_written, pg_current_wal_lsn()::text AS lsn
+      `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid, tup_inserted + tup_updated + tup_deleted AS rows_written,
+              pg_current_wal_lsn()::text AS lsn
        FROM pg_stat_database WHERE datname = current_database()`,
     );
-    // This query's own transaction is counted in the next snapshot: one per window, negligible per task.
-    return { xacts: Number(rows[0].xacts), rowsWritten: Number(rows[0].rows_written), walLsn: rows[0].lsn };
+    // A read: it takes no transaction id of its own.
+    return { nextXid: BigInt(rows[0].next_xid), rowsWritten: Number(rows[0].rows_written), walLsn: rows[0].lsn };
   } finally {
     await client.end();
   }
@@ -75,11 +82,12 @@ const lsnBytes = (lsn: string) => {
 };
 
 export interface TaskCost {
-  transactions: number;
   statements: number;
   roundTrips: number | undefined;
   walBytes: number;
-  /** PostgreSQL: rows inserted, updated or deleted (pg_stat_database). */
+  /** PostgreSQL: the transactions that wrote (ids assigned); SQLite: write commits. */
+  transactions: number;
+  /** PostgreSQL: rows inserted, updated or deleted (pg_stat_database, which lags: see above). */
   rowsWritten: number | undefined;
   /** The statements sent most often, per task; with the µs a task they took to run, where timed (SQLite, VIDGEN_BENCH_TIME_SQL=1). */
   top: [string, number, number?][];
@@ -110,7 +118,7 @@ export function costPerTask(before: CostSnapshot, after: CostSnapshot, tasks: nu
     const pgBefore = before.postgres!;
     const pgAfter = after.postgres!;
     return {
-      transactions: (pgAfter.xacts - pgBefore.xacts) / tasks,
+      transactions: Number(pgAfter.nextXid - pgBefore.nextXid) / tasks,
       statements: sum((c) => c.pg.statements ?? c.pg.roundTrips) / tasks,
       roundTrips: sum((c) => c.pg.roundTrips) / tasks,
       walBytes: Number(lsnBytes(pgAfter.walLsn) - lsnBytes(pgBefore.walLsn)) / tasks,
