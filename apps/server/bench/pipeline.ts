@@ -37,7 +37,7 @@
  */
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import { Agent, request } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -47,6 +47,7 @@ import type { Config } from '../src/config.js';
 import { createAccountWithKey, freePort, pipelineEnv, startServerProcess, startWebhookReceiver, stopServerProcess, type Role } from '../test/support/pipeline-processes.js';
 import { cpuPerTask, cpuSnapshot, type CpuCost } from './http/cpu-cost.js';
 import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
+import { HEAP_SAMPLE } from './heap-report.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 import { runPostgresFloor, type FloorProtocol, type FloorResult } from './http/pg-floor.js';
 import { compilePipelineFloor } from './http/compiled.js';
@@ -210,14 +211,20 @@ async function measure(name: string, database: Config['database'], topology: Top
   const keys: string[] = [];
   for (let i = 0; i < ACCOUNTS; i++) keys.push((await migrateWithAccount(database, `bench-${i}`, 1_000_000_000)).key);
 
-  // VIDGEN_BENCH_CPU_PROF=<dir>: a CPU profile of each server process, written when it exits.
-  const profile = process.env.VIDGEN_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.VIDGEN_BENCH_CPU_PROF}`] : [];
+  // VIDGEN_BENCH_CPU_PROF=<dir>: a CPU profile of each server process, written when it exits. VIDGEN_BENCH_HEAP_PROF=<dir>:
+  // what each allocates, and where (bench/http/heap-sample.mjs; `bench/heap-report.ts <dir>` sums it per task).
+  const heapName = `${name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')}-r${measured.get(name)!.length + 1}`;
+  const profile = [
+    ...(process.env.VIDGEN_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.VIDGEN_BENCH_CPU_PROF}`] : []),
+    ...(process.env.VIDGEN_BENCH_HEAP_PROF ? ['--import', HEAP_SAMPLE] : []),
+  ];
   const env = {
     ...pipelineEnv({ databaseUrl: database.kind === 'sqlite' ? `sqlite:${database.path}` : database.url, dataDir, receiverCaFile: receiver.writeCa(dataDir) }),
     // 64 of each unless set for the run (the same for every store): the slots a worker process runs at once.
     VIDGEN_INSTANT_CONCURRENCY: process.env.VIDGEN_INSTANT_CONCURRENCY ?? '64',
     VIDGEN_WEBHOOK_CONCURRENCY: process.env.VIDGEN_WEBHOOK_CONCURRENCY ?? '64',
     VIDGEN_BENCH_COUNT_SQL: countDir,
+    ...(process.env.VIDGEN_BENCH_HEAP_PROF ? { VIDGEN_BENCH_HEAP_PROF_NAME: heapName } : {}),
     ...twin?.env,
   };
   const nodeArgs = twin?.nodeArgs ?? [];
@@ -314,6 +321,12 @@ async function measure(name: string, database: Config['database'], topology: Top
     }
     await Promise.all(pacing);
     latencies.sort((a, b) => a - b);
+    if (process.env.VIDGEN_BENCH_HEAP_PROF) {
+      // The tasks the processes of each role took between them, for heap-report.ts's figures a task.
+      const processes: Record<string, number> = {};
+      for (const { role } of servers) processes[role] = (processes[role] ?? 0) + 1;
+      writeFileSync(join(process.env.VIDGEN_BENCH_HEAP_PROF, `${heapName}.tasks.json`), JSON.stringify({ variant: name, tasks: warmup + TASKS + paced, processes }));
+    }
     return { tasksPerSecond: throughput, submitsPerSecond: TASKS / ((submitted - started) / 1000), latencies };
   } finally {
     // A graceful stop, so that a CPU profile is written; SIGKILL if it does not come.
