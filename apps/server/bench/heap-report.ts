@@ -12,10 +12,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-
-export const HEAP_SAMPLE = fileURLToPath(new URL('./http/heap-sample.mjs', import.meta.url));
 
 interface ProfileNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -34,36 +31,37 @@ function allocations(head: ProfileNode): { total: number; bySite: Map<string, nu
   const pending = [head];
   for (let node = pending.pop(); node; node = pending.pop()) {
     total += node.selfSize;
-    if (node.selfSize) bySite.set(site(node.callFrame), (bySite.get(site(node.callFrame)) ?? 0) + node.selfSize);
+    if (node.selfSize) {
+      const key = site(node.callFrame);
+      bySite.set(key, (bySite.get(key) ?? 0) + node.selfSize);
+    }
     pending.push(...(node.children ?? []));
   }
   return { total, bySite };
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values, positionals } = parseArgs({ options: { top: { type: 'string', default: '20' } }, allowPositionals: true });
-  const dir = positionals[0];
-  if (!dir) throw new Error('usage: tsx bench/heap-report.ts <dir> [--top 20]');
-  const files = readdirSync(dir);
-  for (const tasksFile of files.filter((file) => file.endsWith('.tasks.json')).sort()) {
-    const name = tasksFile.slice(0, -'.tasks.json'.length);
-    const { variant, tasks, processes } = JSON.parse(readFileSync(join(dir, tasksFile), 'utf8')) as { variant: string; tasks: number; processes: Record<string, number> };
-    for (const [role, count] of Object.entries(processes)) {
-      const profiles = files.filter((file) => file.startsWith(`${name}-${role}-`) && file.endsWith('.heapprofile'));
-      if (!profiles.length) continue;
-      const bySite = new Map<string, number>();
-      let total = 0;
-      for (const file of profiles) {
-        const found = allocations((JSON.parse(readFileSync(join(dir, file), 'utf8')) as { head: ProfileNode }).head);
-        total += found.total;
-        for (const [key, bytes] of found.bySite) bySite.set(key, (bySite.get(key) ?? 0) + bytes);
-      }
-      // Per process and per task of its own: the role's tasks shared by its processes.
-      const perTask = (bytes: number) => bytes / profiles.length / (tasks / count) / 1024;
-      console.log(`\n${variant} (${name}), ${role}: ${perTask(total).toFixed(1)} KiB allocated a task a process (${profiles.length} of ${count} profiled, ${tasks} tasks)`);
-      for (const [key, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
-        console.log(`  ${perTask(bytes).toFixed(2).padStart(7)}  ${key}`);
-      }
+const { values, positionals } = parseArgs({ options: { top: { type: 'string', default: '20' } }, allowPositionals: true });
+const dir = positionals[0];
+if (!dir) throw new Error('usage: tsx bench/heap-report.ts <dir> [--top 20]');
+const files = readdirSync(dir);
+for (const tasksFile of files.filter((file) => file.endsWith('.tasks.json')).sort()) {
+  const name = tasksFile.slice(0, -'.tasks.json'.length);
+  const { variant, tasks, processes } = JSON.parse(readFileSync(join(dir, tasksFile), 'utf8')) as { variant: string; tasks: number; processes: Record<string, number> };
+  for (const [role, count] of Object.entries(processes)) {
+    const profiles = files.filter((file) => file.startsWith(`${name}-${role}-`) && file.endsWith('.heapprofile'));
+    if (!profiles.length) continue;
+    const bySite = new Map<string, number>();
+    let total = 0;
+    for (const file of profiles) {
+      const found = allocations((JSON.parse(readFileSync(join(dir, file), 'utf8')) as { head: ProfileNode }).head);
+      total += found.total;
+      for (const [key, bytes] of found.bySite) bySite.set(key, (bySite.get(key) ?? 0) + bytes);
+    }
+    // Per process and per task of its own: the role's tasks shared by its processes.
+    const perTask = (bytes: number) => bytes / profiles.length / (tasks / count) / 1024;
+    console.log(`\n${variant} (${name}), ${role}: ${perTask(total).toFixed(1)} KiB allocated a task a process (${profiles.length} of ${count} profiled, ${tasks} tasks)`);
+    for (const [key, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
+      console.log(`  ${perTask(bytes).toFixed(2).padStart(7)}  ${key}`);
     }
   }
 }

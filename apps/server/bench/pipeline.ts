@@ -40,6 +40,7 @@ import { Agent, request } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { openBackend } from '../src/store/open.js';
@@ -47,7 +48,6 @@ import type { Config } from '../src/config.js';
 import { createAccountWithKey, freePort, pipelineEnv, startServerProcess, startWebhookReceiver, stopServerProcess, type Role } from '../test/support/pipeline-processes.js';
 import { cpuPerTask, cpuSnapshot, type CpuCost } from './http/cpu-cost.js';
 import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './http/store-cost.js';
-import { HEAP_SAMPLE } from './heap-report.js';
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 import { runPostgresFloor, type FloorProtocol, type FloorResult } from './http/pg-floor.js';
 import { compilePipelineFloor } from './http/compiled.js';
@@ -124,6 +124,8 @@ const TWIN: Twin | undefined =
             .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
         ),
       };
+/** Preloaded into the server processes with VIDGEN_BENCH_HEAP_PROF=<dir> (what each allocates; bench/heap-report.ts sums it). */
+const HEAP_SAMPLE = fileURLToPath(new URL('./http/heap-sample.mjs', import.meta.url));
 const costs: { name: string; cost: TaskCost; cpu: CpuCost | undefined }[] = [];
 /**
  * The directories of the measurements done (outputs, stores), removed when the bench ends, not after each: for a while

@@ -128,20 +128,22 @@ function secretsOf(row: Row, now: Date): string[] {
 /** A simple-protocol message's answers, one a statement (node-postgres answers a message of one statement with its result alone). */
 const answersOf = (result: pg.QueryResult | pg.QueryResult[]): Answer[] => (Array.isArray(result) ? result : [result]);
 
-/** A delivery written held (endingWrites' insertHeldDelivery `statement`), as written, and its completion's time. */
+/** A delivery written held (endingWrites' insertHeldDelivery `statement`): its claim (CompleteOutcome's heldDelivery), and the delivery as written. */
 interface HeldDelivery {
+  claim: string;
   statement: Statement;
   delivery: DeliveryRecord;
-  now: Date;
 }
 
 /**
- * The held delivery with the secrets its statement answered among `statements`' `answers` (CompleteOutcome's pendingDelivery),
- * as pendingDelivery would read them in the same transaction; nothing when it answered none.
+ * CompleteOutcome's heldDelivery, and its pendingDelivery: the delivery with the secrets its statement answered among
+ * `statements`' `answers`, valid at its writing, as pendingDelivery would read them in the same transaction (none when
+ * it answered none).
  */
-function pendingOf(held: HeldDelivery | undefined, statements: Statement[], answers: Answer[]): { pendingDelivery?: PendingDelivery } {
-  const secrets = held && answers[statements.indexOf(held.statement)]?.rows[0];
-  return secrets ? { pendingDelivery: { delivery: held.delivery, secrets: secretsOf(secrets, held.now) } } : {};
+function heldOutcome(held: HeldDelivery | undefined, statements: Statement[], answers: Answer[]): { heldDelivery?: string; pendingDelivery?: PendingDelivery } {
+  if (!held) return {};
+  const secrets = answers[statements.indexOf(held.statement)]?.rows[0];
+  return { heldDelivery: held.claim, ...(secrets ? { pendingDelivery: { delivery: held.delivery, secrets: secretsOf(secrets, held.delivery.createdAt) } } : {}) };
 }
 
 /** The usage totals' shard a transaction adds to (0007_usage_shards.sql). */
@@ -766,10 +768,9 @@ export class PgStore implements Store {
     moved: TaskRecord,
     now: Date,
     ending: { refund?: string; usage: Partial<Omit<UsageHour, 'hourStart' | 'model'>>; holdDelivery?: { leaseUntil: Date } },
-  ): { task: TaskRecord; statements: Statement[]; usage: UsageDelta; heldDelivery?: string; held?: HeldDelivery } {
+  ): { task: TaskRecord; statements: Statement[]; usage: UsageDelta; held?: HeldDelivery } {
     let task = moved;
     const statements: Statement[] = [];
-    let heldDelivery: string | undefined;
     let held: HeldDelivery | undefined;
     if (task.webhookUrl) {
       const { type, body } = webhookEventBody(task);
@@ -778,11 +779,10 @@ export class PgStore implements Store {
       if (ending.holdDelivery) {
         const statement: Statement = [SQL.insertHeldDelivery, [...row, ending.holdDelivery.leaseUntil]];
         statements.push(statement);
-        heldDelivery = deliveryClaim(id, 1);
         // The delivery as insertHeldDelivery writes it, mapped as pendingDelivery maps it.
         const delivery: DeliveryRecord = { id, taskId: task.id, accountId: task.accountId, url: task.webhookUrl, eventType: type, body, status: 'pending',
           attempts: 0, lastAttemptAt: null, nextAttemptAt: now, createdAt: now, redeliveries: 0 };
-        held = { statement, delivery, now };
+        held = { claim: deliveryClaim(id, 1), statement, delivery };
       } else statements.push([SQL.insertDelivery, [...row, JOBS_CHANNEL]]);
       task = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
     }
@@ -792,7 +792,7 @@ export class PgStore implements Store {
     const { hourStart, dayStart } = usageBuckets(now);
     const { usage } = ending;
     const counts: UsageDelta['counts'] = [usage.creditsCharged ?? 0, usage.creditsRefunded ?? 0, usage.succeeded ?? 0, usage.failed ?? 0, usage.cancelled ?? 0, usage.secondsDelivered ?? 0];
-    return { task, statements, usage: { accountId: task.accountId, model: task.model, hourStart, dayStart, counts }, ...(heldDelivery ? { heldDelivery, held } : {}) };
+    return { task, statements, usage: { accountId: task.accountId, model: task.model, hourStart, dayStart, counts }, ...(held ? { held } : {}) };
   }
 
   /** A transaction's usage totals on their own, its last statements (the rows every task of the account shares), hourly first. */
@@ -859,7 +859,7 @@ export class PgStore implements Store {
   ): Promise<CompleteOutcome | undefined> {
     const { now } = input;
     const moved: TaskRecord = { ...started, status: 'succeeded', outputKey: input.outputKey, outputUrl: input.outputUrl, outputExpiresAt: input.outputExpiresAt, updatedAt: now, completedAt: now, webhook: null };
-    const { task, statements, usage, heldDelivery, held } = this.endingWrites(moved, now, {
+    const { task, statements, usage, held } = this.endingWrites(moved, now, {
       usage: { succeeded: 1, secondsDelivered: moved.duration },
       holdDelivery: input.holdDelivery,
     });
@@ -873,7 +873,7 @@ export class PgStore implements Store {
       if (failedCheck(error) === 'task_moved') return undefined;
       throw error;
     }
-    return { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery, ...pendingOf(held, statements, answers) } : {}) };
+    return { kind: 'succeeded', task, ...heldOutcome(held, statements, answers) };
   }
 
   /** An ending as a transaction of its own: the task's move with the BEGIN, then what the ending writes with the COMMIT. */
@@ -896,7 +896,7 @@ export class PgStore implements Store {
   ): Promise<{ outcome: CompleteOutcome; statements: Statement[]; answered?: (answers: Answer[]) => CompleteOutcome }> {
     const completed = (await this.first(client, tx, [SQL.completeTask, [input.id, input.now, input.outputKey, input.outputUrl, input.outputExpiresAt]])).rows[0] as Row | undefined;
     if (!completed) return { outcome: { kind: 'discarded', status: (await this.one(SQL.selectTaskById, [input.id], client))?.status }, statements: [] };
-    const { task, statements, usage, heldDelivery, held } = this.endingWrites(toTask(completed), input.now, {
+    const { task, statements, usage, held } = this.endingWrites(toTask(completed), input.now, {
       usage: { succeeded: 1, secondsDelivered: completed.duration },
       holdDelivery: input.holdDelivery,
     });
@@ -904,8 +904,8 @@ export class PgStore implements Store {
     const jobDone = input.job && this.jobs.completeStatement(input.job);
     if (jobDone) statements.unshift(jobDone);
     const all = [...statements, ...this.usageStatements(usage)];
-    const outcome: CompleteOutcome = { kind: 'succeeded', task, ...(heldDelivery ? { heldDelivery } : {}) };
-    return { outcome, statements: all, answered: (answers) => ({ ...outcome, ...pendingOf(held, all, answers) }) };
+    const outcome: CompleteOutcome = { kind: 'succeeded', task };
+    return { outcome, statements: all, answered: (answers) => ({ ...outcome, ...heldOutcome(held, all, answers) }) };
   }
 
   async failTask(input: { id: string; now: Date; code: string; message: string }): Promise<FailOutcome> {
