@@ -9,6 +9,8 @@
  * processes took, shared evenly: the split topology's submissions alternate between its api processes, and its workers
  * claim about half each), and the functions that allocated most of it themselves (V8's call frames: a function inlined
  * into another is still its own frame). Warm-up and paced tasks included: a process's whole life over its tasks.
+ * Profiles taken with VIDGEN_BENCH_HEAP_PROF_PROMOTED=1 hold only what outlived the young generation: read "allocated"
+ * as "promoted" (allocated, and still alive after its scavenges).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -214,7 +214,8 @@ async function measure(name: string, database: Config['database'], topology: Top
   for (let i = 0; i < ACCOUNTS; i++) keys.push((await migrateWithAccount(database, `bench-${i}`, 1_000_000_000)).key);
 
   // VIDGEN_BENCH_CPU_PROF=<dir>: a CPU profile of each server process, written when it exits. VIDGEN_BENCH_HEAP_PROF=<dir>:
-  // what each allocates, and where (bench/http/heap-sample.mjs; `bench/heap-report.ts <dir>` sums it per task).
+  // what each allocates, and where (bench/http/heap-sample.mjs; `bench/heap-report.ts <dir>` sums it per task); with
+  // VIDGEN_BENCH_HEAP_PROF_PROMOTED=1, only what outlived the young generation.
   const heapName = `${name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')}-r${measured.get(name)!.length + 1}`;
   const profile = [
     ...(process.env.VIDGEN_BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.VIDGEN_BENCH_CPU_PROF}`] : []),

@@ -19,7 +19,10 @@ if (dir) {
   session.connect();
   session.post('HeapProfiler.enable');
   // One sample every 4 KiB allocated on average (V8's default is 32 KiB): a task's few dozen KiB then leave samples.
-  session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMinorGC: true, includeObjectsCollectedByMajorGC: true });
+  // VIDGEN_BENCH_HEAP_PROF_PROMOTED=1 leaves out what a scavenge freed: what is left is what outlived the young
+  // generation (promoted, then freed by a full collection or still alive), the collector's costly part, by allocation site.
+  const promotedOnly = process.env.VIDGEN_BENCH_HEAP_PROF_PROMOTED === '1';
+  session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMinorGC: !promotedOnly, includeObjectsCollectedByMajorGC: true });
   let written = false;
   const write = () => {
     if (written) return;
