@@ -18,8 +18,10 @@ export interface Config {
    * VIDGEN_DATABASE_URL: `sqlite:<path>` (default sqlite:<data dir>/vidgen.db) or `postgres://…`; VIDGEN_DATABASE_POOL_SIZE: PostgreSQL
    * connections per process (default 10); VIDGEN_DATABASE_KEEP_PLANS: PostgreSQL plans of the hot statements prepared once per
    * connection (default true; false behind a pooler that does not keep a session's prepared statements).
+   * VIDGEN_SQLITE_CACHE_MB: SQLite's page cache in the process, MiB (default 2, SQLite's own): pages a read finds there need
+   * no read from the operating system, whose page cache may have given them up (BENCHMARKS.md, twenty-eighth pass).
    */
-  database: { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; poolSize: number; keepPlans?: boolean };
+  database: { kind: 'sqlite'; path: string; cacheMb?: number } | { kind: 'postgres'; url: string; poolSize: number; keepPlans?: boolean };
   /** VIDGEN_ROLE or `--role`: `all` (API and worker, the default), `api` or `worker`; the split roles need PostgreSQL. */
   role: Role;
   /** VIDGEN_PRICES: JSON overriding credits per second, e.g. {"vidgen-2.0":{"1080p":20}}. */
@@ -154,11 +156,12 @@ function boolean(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boole
 
 function database(env: NodeJS.ProcessEnv, dataDir: string): Config['database'] {
   const url = env.VIDGEN_DATABASE_URL;
-  if (!url) return { kind: 'sqlite', path: resolve(dataDir, 'vidgen.db') };
+  const cacheMb = () => integer(env, 'VIDGEN_SQLITE_CACHE_MB', 2, 1, 65_536);
+  if (!url) return { kind: 'sqlite', path: resolve(dataDir, 'vidgen.db'), cacheMb: cacheMb() };
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\//, '');
     if (!path) throw new ConfigError('VIDGEN_DATABASE_URL sqlite: needs a file path, e.g. sqlite:./data/vidgen.db');
-    return { kind: 'sqlite', path: path === ':memory:' ? path : resolve(path) };
+    return { kind: 'sqlite', path: path === ':memory:' ? path : resolve(path), cacheMb: cacheMb() };
   }
   if (/^postgres(ql)?:\/\//.test(url)) {
     try {

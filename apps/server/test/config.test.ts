@@ -1,13 +1,16 @@
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import pino from 'pino';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { openBackend } from '../src/store/open.js';
+import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
 describe('configuration', () => {
   it('has defaults that run on one machine', () => {
     const config = loadConfig({});
     expect(config.port).toBe(8080);
     expect(config.dataDir).toBe(resolve('./data'));
-    expect(config.database).toEqual({ kind: 'sqlite', path: resolve('./data/vidgen.db') });
+    expect(config.database).toEqual({ kind: 'sqlite', path: resolve('./data/vidgen.db'), cacheMb: 2 });
     expect(config.devBootstrap).toBe(true);
     expect(config.idempotencyTtlMs).toBe(24 * 3600_000);
   });
@@ -40,6 +43,22 @@ describe('configuration', () => {
     expect(loadConfig({ VIDGEN_CLAIM_INTERVAL_MS: '10' }).claimIntervalMs).toBe(10);
   });
 
+  it('gives SQLite the page cache VIDGEN_SQLITE_CACHE_MB asks for, and the store opens with it', async () => {
+    expect(loadConfig({ VIDGEN_SQLITE_CACHE_MB: '128' }).database).toMatchObject({ kind: 'sqlite', cacheMb: 128 });
+    expect(loadConfig({ VIDGEN_DATABASE_URL: 'sqlite::memory:', VIDGEN_SQLITE_CACHE_MB: '16' }).database).toEqual({ kind: 'sqlite', path: ':memory:', cacheMb: 16 });
+    const cacheOf = async (env: Record<string, string>) => {
+      const backend = await openBackend({ ...loadConfig({ VIDGEN_DATABASE_URL: 'sqlite::memory:', ...env }) }, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
+      try {
+        // Negative: KiB.
+        return (backend.store as SqliteStore).db.pragma('cache_size', { simple: true });
+      } finally {
+        await backend.close();
+      }
+    };
+    expect(await cacheOf({ VIDGEN_SQLITE_CACHE_MB: '128' })).toBe(-128 * 1024);
+    expect(await cacheOf({})).toBe(-2 * 1024);
+  });
+
   it('turns the development bootstrap off in production', () => {
     expect(loadConfig({ NODE_ENV: 'production' }).devBootstrap).toBe(false);
   });
@@ -50,6 +69,8 @@ describe('configuration', () => {
     [{ VIDGEN_DATABASE_URL: 'mysql://x' }, /must start with sqlite: or postgres:\/\//],
     [{ VIDGEN_DATABASE_URL: 'mysql://user:secret@host/x' }, /mysql:\/\/…@host/],
     [{ VIDGEN_DATABASE_URL: 'postgres://localhost/x', VIDGEN_DATABASE_POOL_SIZE: '0' }, /VIDGEN_DATABASE_POOL_SIZE must be a whole number from 1 to 500/],
+    [{ VIDGEN_SQLITE_CACHE_MB: '0' }, /VIDGEN_SQLITE_CACHE_MB must be a whole number from 1 to 65536/],
+    [{ VIDGEN_SQLITE_CACHE_MB: 'lots' }, /VIDGEN_SQLITE_CACHE_MB must be a whole number/],
     [{ VIDGEN_ROLE: 'api' }, /needs PostgreSQL/],
     [{ VIDGEN_ROLE: 'scheduler', VIDGEN_DATABASE_URL: 'postgres://localhost/x' }, /VIDGEN_ROLE \(or --role\) must be one of all, api, worker/],
     [{ VIDGEN_PRICES: '{"vidgen-9":{}}' }, /VIDGEN_PRICES: unknown model/],
