@@ -88,7 +88,7 @@ export class SqliteStore implements Store, JobQueue {
     // which on some hosts gives up a page it has not seen used for a minute however much memory is free: there a read of
     // a large store goes to the disk. With 10,000 random tasks of 10⁶ read again and again, a task query answered 13-24 %
     // fewer requests a second than at 10³ with SQLite's 2 MiB and 64 MiB, 3 % with 128 MiB, the pages read fitting in it.
-    // It grows only as pages are read, up to this: memory an operator sizes to the store's busy pages (BENCHMARKS.md).
+    // It grows as pages are read or written, up to this: memory an operator sizes to the store's busy pages (BENCHMARKS.md).
     this.db.pragma(`cache_size = ${-Math.round((options.cacheMb ?? 2) * 1024)}`);
     this.migrateNow();
     this.sql = prepareStatements(this.db);
