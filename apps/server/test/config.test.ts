@@ -47,7 +47,7 @@ describe('configuration', () => {
     expect(loadConfig({ VIDGEN_SQLITE_CACHE_MB: '128' }).database).toMatchObject({ kind: 'sqlite', cacheMb: 128 });
     expect(loadConfig({ VIDGEN_DATABASE_URL: 'sqlite::memory:', VIDGEN_SQLITE_CACHE_MB: '16' }).database).toEqual({ kind: 'sqlite', path: ':memory:', cacheMb: 16 });
     const cacheOf = async (env: Record<string, string>) => {
-      const backend = await openBackend({ ...loadConfig({ VIDGEN_DATABASE_URL: 'sqlite::memory:', ...env }) }, { logger: pino({ level: 'silent' }), listen: false, supervise: false });
+      const backend = await openBackend(loadConfig({ VIDGEN_DATABASE_URL: 'sqlite::memory:', ...env }), { logger: pino({ level: 'silent' }), listen: false, supervise: false });
       try {
         // Negative: KiB.
         return (backend.store as SqliteStore).db.pragma('cache_size', { simple: true });
