@@ -58,7 +58,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stopServerProcess } from '../test/support/pipeline-processes.js';
-import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, startNodeService, type NodeService } from './http/children.js';
+import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, startNodeService, storageReadOf, type NodeService } from './http/children.js';
 import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
 import { runPipelineBench } from './http/pipeline-run.js';
 import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
@@ -499,7 +499,10 @@ try {
 
   // --- Store size: a store of 1,000 tasks and one of SCALE_TASKS, each with a server of its own, both up together.
   // GET is measured SCALE_ROUNDS times at each size, the two sizes taking turns, so that a slow spell of the machine
-  // falls on both alike; each size reports its run with the median p99 (every p99 is in the report).
+  // falls on both alike; each size reports its run with the median p99 (every p99 is in the report). The floor
+  // (bench/http/floor.ts) answers the same GETs from the same file in each turn: what the store's size
+  // costs any server doing the read on this host. What each process had read from the disk over its runs tells the
+  // store's size from the host's page cache (a host that drops idle file pages, BENCHMARKS.md twenty-eighth pass).
   if (!SKIP.has('scale')) {
     const now = Date.now();
     const seeded = [];
@@ -510,11 +513,27 @@ try {
     }
     const servers: NodeService[] = [];
     try {
-      // Each size's server, the ids its GETs ask for and its scripts, made once.
-      const sizes = [];
+      // Each size's server and floor, the ids its GETs ask for and its scripts, made once.
+      interface Size {
+        tasks: number;
+        seedSeconds: number;
+        server: NodeService;
+        floor: NodeService;
+        getScript: string;
+        getArgs: string[];
+        getAloneArgs: string[];
+        listScript: string;
+        gets: WrkResult[];
+        floorGets: WrkResult[];
+        /** MB read from the disk over the measured GET runs, by the server and by the floor. */
+        readMb: { server: number; floor: number };
+      }
+      const sizes: Size[] = [];
       for (const { tasks, store, seedSeconds } of seeded) {
         const server = await startServer(store, { worker: false, nodeArgs: SERVER_NODE_ARGS });
         servers.push(server);
+        const sizeFloor = await startNodeService(compiledProcesses.floor, [store.dbPath], {}, SERVER_NODE_ARGS);
+        servers.push(sizeFloor);
         const headers = { Authorization: `Bearer ${store.key}` };
         const ids = join(work, `get-${tasks}.ids`);
         writeFileSync(ids, `${shuffle(selectColumn<string>(store.dbPath, 'SELECT id FROM tasks ORDER BY random() LIMIT 10000')).join('\n')}\n`);
@@ -522,20 +541,39 @@ try {
           tasks,
           seedSeconds,
           server,
+          floor: sizeFloor,
           getScript: writeIdsScript(join(scripts, `get-random-${tasks}.lua`), { method: 'GET', headers, prefix: `${BASE}/`, suffix: '', wrap: true, exhausted: MISSING_ID }),
           getArgs: [ids, String(LOAD.threads)],
           getAloneArgs: [ids, '1'],
           listScript: writeStaticScript(join(scripts, `list-${tasks}.lua`), { method: 'GET', headers }),
-          gets: [] as WrkResult[],
+          gets: [],
+          floorGets: [],
+          readMb: { server: 0, floor: 0 },
         });
       }
       const checked = (tasks: number, run: WrkResult) => {
         if (run.statusErrors + run.socketErrors > 0) throw new Error(`store size ${tasks}: error answers`);
         return run;
       };
-      for (const size of sizes) await runWrk(size.server.url, size.getScript, WARMUP, size.getArgs);
+      for (const size of sizes) {
+        await runWrk(size.server.url, size.getScript, WARMUP, size.getArgs);
+        await runWrk(size.floor.url, size.getScript, WARMUP, size.getArgs);
+      }
+      /** A GET run of `service`, and what it had read from the disk meanwhile added to `size.readMb[who]`. */
+      const measured = async (size: Size, who: 'server' | 'floor') => {
+        const service = size[who];
+        const before = storageReadOf(service.pid);
+        const run = checked(size.tasks, await runWrk(service.url, size.getScript, LOAD, size.getArgs));
+        size.readMb[who] += storageReadOf(service.pid) - before;
+        return run;
+      };
       for (let round = 0; round < SCALE_ROUNDS; round++) {
-        for (const size of sizes) size.gets.push(checked(size.tasks, await runWrk(size.server.url, size.getScript, LOAD, size.getArgs)));
+        for (const size of sizes) {
+          // Which of the two reads the file first takes turns: the first's reads from the disk warm the page cache for the other.
+          if (round % 2 === 0) size.gets.push(await measured(size, 'server'));
+          size.floorGets.push(await measured(size, 'floor'));
+          if (round % 2 === 1) size.gets.push(await measured(size, 'server'));
+        }
       }
       for (const size of sizes) {
         const byP99 = [...size.gets].sort((a, b) => a.p99Ms - b.p99Ms);
@@ -544,12 +582,25 @@ try {
         const getAlone = checked(size.tasks, await runWrk(size.server.url, size.getScript, { ...LOAD, threads: 1, connections: 1 }, size.getAloneArgs));
         await runWrk(`${size.server.url}${BASE}`, size.listScript, WARMUP);
         const list = checked(size.tasks, await runWrk(`${size.server.url}${BASE}`, size.listScript, LOAD));
+        const floorGet = [...size.floorGets].sort((a, b) => a.p99Ms - b.p99Ms)[Math.floor(size.floorGets.length / 2)]!;
         const getP99s = size.gets.map((run) => run.p99Ms);
         log(
           `${size.tasks.toLocaleString('en-US')} tasks: GET p99 ${getP99s.map((p99) => p99.toFixed(2)).join(', ')} ms (median ${get.p99Ms.toFixed(2)}; ` +
-            `1 connection: p99 ${getAlone.p99Ms.toFixed(2)} ms), list p99 ${list.p99Ms.toFixed(2)} ms`,
+            `1 connection: p99 ${getAlone.p99Ms.toFixed(2)} ms), list p99 ${list.p99Ms.toFixed(2)} ms; ` +
+            `floor GET p99 ${size.floorGets.map((run) => run.p99Ms.toFixed(2)).join(', ')} ms; read from the disk: server ${size.readMb.server.toFixed(1)} MB, floor ${size.readMb.floor.toFixed(1)} MB`,
         );
-        results.scale.push({ tasks: size.tasks, seedSeconds: size.seedSeconds, get, getP99s, getAlone, list, rssMb: memoryOf(size.server.pid).rssMb });
+        results.scale.push({
+          tasks: size.tasks,
+          seedSeconds: size.seedSeconds,
+          get,
+          getP99s,
+          getAlone,
+          floorGet,
+          floorGetP99s: size.floorGets.map((run) => run.p99Ms),
+          readMb: size.readMb,
+          list,
+          rssMb: memoryOf(size.server.pid).rssMb,
+        });
       }
     } finally {
       for (const server of servers) await stop(server.child);

@@ -3,7 +3,7 @@
  * (bench/http/pipeline-run.ts): figures in, met or missed out, on made-up results (the benchmark itself is not run).
  */
 import { describe, expect, it } from 'vitest';
-import { judgeTargets, renderReport, type Results, type ScenarioResult } from '../bench/http/report.js';
+import { judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from '../bench/http/report.js';
 import { parsePipelineTable, type PipelineFigures } from '../bench/http/pipeline-run.js';
 import type { WrkResult } from '../bench/http/wrk.js';
 
@@ -103,6 +103,38 @@ describe("pnpm bench's targets", () => {
     expect(report).toContain(`| ${target} | 575 tasks/s; the floor 682 tasks/s, the server 0.84 of it | out of reach: the floor misses it |`);
     // Without a floor in the run: the rate alone.
     expect(judged(results({ pipeline: [999, 650, 650] }))[target]).toMatchObject({ met: false, figure: '999 tasks/s' });
+  });
+
+  it('judges the GET p99 at the large store against the small one, or shows it out of reach where the floor misses it too', () => {
+    const target = 'GET p99 with 1,000,000 tasks ≤ 1.2 × with 1,000';
+    const size = (tasks: number, p99Ms: number, floorP99Ms?: number, readMb?: number): ScaleResult => ({
+      tasks,
+      seedSeconds: 1,
+      get: wrk(10_000, p99Ms),
+      getP99s: [p99Ms],
+      getAlone: wrk(2_000, 1),
+      list: wrk(5_000),
+      rssMb: 120,
+      ...(floorP99Ms === undefined ? {} : { floorGet: wrk(11_000, floorP99Ms), floorGetP99s: [floorP99Ms], readMb: { server: readMb ?? 0, floor: readMb ?? 0 } }),
+    });
+    const judge = (small: ScaleResult, large: ScaleResult) => judged({ ...results(), scale: [small, large] })[target];
+    // Without the floor: the ratio alone.
+    expect(judge(size(1_000, 10), size(1_000_000, 12))).toMatchObject({ met: true, figure: '12.0 ms / 10.0 ms = 1.20×; 1 connection: 1.00×' });
+    expect(judge(size(1_000, 10), size(1_000_000, 12.1))?.met).toBe(false);
+    // Over the line with the floor under it: missed.
+    expect(judge(size(1_000, 10, 10), size(1_000_000, 13, 11, 12.25))).toMatchObject({
+      met: false,
+      figure: '13.0 ms / 10.0 ms = 1.30×; 1 connection: 1.00×; the floor 11.0 ms / 10.0 ms = 1.10×; read from the disk at 1,000,000 tasks: server 12.3 MB, floor 12.3 MB',
+    });
+    // Over the line with the floor over it too: out of reach on this machine.
+    const out = judge(size(1_000, 10, 10), size(1_000_000, 14, 13, 12));
+    expect(out).toMatchObject({ met: true, outOfReach: true });
+    expect(out?.outOfReach).toBe(true);
+    // Under the line: met, whatever the floor did.
+    expect(judge(size(1_000, 10, 10), size(1_000_000, 11, 15))).toMatchObject({ met: true });
+    expect(judge(size(1_000, 10, 10), size(1_000_000, 11, 15))?.outOfReach).toBeUndefined();
+    // One size only: not measured.
+    expect(judged({ ...results(), scale: [size(1_000, 10)] })[target]).toMatchObject({ met: undefined, figure: 'not measured' });
   });
 
   it('judges the query and the submit against the floor, and the list against the query', () => {

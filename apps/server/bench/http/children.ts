@@ -178,6 +178,15 @@ export function startInstantServer(
   return startNodeService(script, ['--role', 'all'], instantServerEnv(env, options.worker), options.nodeArgs, { stdoutFile: options.logFile });
 }
 
+/**
+ * What a live process has had read for it from storage so far, in MB (`read_bytes` of /proc/<pid>/io: the reads that
+ * went to the disk, not those the kernel's page cache answered).
+ */
+export function storageReadOf(pid: number): number {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  return Number(/^read_bytes:\s+(\d+)/m.exec(io)?.[1] ?? NaN) / 1024 / 1024;
+}
+
 /** Resident set size of a live process in MB (VmRSS), and its peak (VmHWM). */
 export function memoryOf(pid: number): { rssMb: number; peakMb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
