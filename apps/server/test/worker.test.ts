@@ -6,6 +6,7 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLocalOutputFiles, type OutputFiles } from '../src/files/storage.js';
 import type { GenerationRequest, GenerationResult, Provider } from '../src/providers/provider.js';
@@ -540,23 +541,33 @@ describe('the worker', () => {
     expect(await p.store.auditBalance(accountId)).toEqual({ balance: 100, ledgerSum: 100 });
   });
 
-  it('retries a job after an unexpected error in the service', async () => {
+  it('retries a job after an unexpected error in the service, logging it with the task, the job and the attempt', async () => {
     let calls = 0;
-    const p = pipeline(
-      scriptedProvider(async (request) => {
-        calls += 1;
-        if (calls === 1) throw new Error('a bug');
-        return writesVideo(request);
-      }),
-    );
+    const provider = scriptedProvider(async (request) => {
+      calls += 1;
+      if (calls === 1) throw new Error('a bug');
+      return writesVideo(request);
+    });
+    const p = pipeline(provider);
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    await p.worker.stop();
+    const worker = p.newWorker(provider, { logger });
+    cleanups.unshift(() => worker.stop());
     const { key } = await p.account(100);
-    p.worker.start();
+    // Submitted first: this worker is not the one the harness wakes, and its start claims what is queued.
     const id = await submit(p, key);
+    worker.start();
     await until(() => calls === 1);
-    await p.worker.idle();
+    await worker.idle();
     expect((await task(p, key, id)).status).toBe('processing');
+    // The job's logger is made at its first line, with the job's bindings.
+    const failed = lines.find((line) => line.msg === 'job failed unexpectedly');
+    expect(failed).toMatchObject({ level: 50, taskId: id, jobId: expect.anything(), attempt: 1, err: { message: 'a bug' } });
     p.clock.advance(1000);
     await until(async () => (await task(p, key, id)).status === 'succeeded');
+    // A job that ends as it should writes no line of its own.
+    expect(lines.filter((line) => line.msg !== 'job failed unexpectedly' && line.taskId === id)).toEqual([]);
   });
 
   it('keeps a slot per provider: a busy renderer does not hold up an upstream task', async () => {

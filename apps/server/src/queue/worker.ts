@@ -318,12 +318,12 @@ export function createWorker(options: WorkerOptions): Worker {
    * The provider's answer, or undefined when it has not answered `abortGraceMs` after its abort:
    * the task's outcome is decided without it, and its slot is free again.
    */
-  function unlessAbandoned(generation: Promise<GenerationResult>, signal: AbortSignal, log: Logger): Promise<GenerationResult | undefined> {
+  function unlessAbandoned(generation: Promise<GenerationResult>, signal: AbortSignal, log: () => Logger): Promise<GenerationResult | undefined> {
     return new Promise((resolve, reject) => {
       let cancelGrace = () => {};
       const onAbort = () => {
         cancelGrace = clock.setTimeout(() => {
-          log.warn('the provider did not stop after its abort: no longer waiting for it');
+          log().warn('the provider did not stop after its abort: no longer waiting for it');
           resolve(undefined);
         }, options.abortGraceMs ?? 60_000);
       };
@@ -390,7 +390,10 @@ export function createWorker(options: WorkerOptions): Worker {
   async function runJob(job: Job): Promise<void> {
     if (job.kind === 'deliver') return runDelivery(job);
     if (job.provider === options.upstream?.lane) return runUpstreamCreate(job);
-    const log = logger.child({ taskId: job.taskId, jobId: job.id, attempt: job.attempts });
+    // The job's logger, made at its first line: most jobs write none, and a child made for every job (its bindings
+    // serialised) was work and memory the job held across collections for nothing (BENCHMARKS.md, twenty-ninth pass).
+    let jobLog: Logger | undefined;
+    const log = () => (jobLog ??= logger.child({ taskId: job.taskId, jobId: job.id, attempt: job.attempts }));
     if (job.attempts > job.maxAttempts) {
       // Claimed again after its workers kept dying: give up, refunded.
       await queue.bury({ jobId: job.id, error: 'too many attempts', now: clock.now() });
@@ -433,7 +436,7 @@ export function createWorker(options: WorkerOptions): Worker {
       queue.extendLease({ jobId: job.id, workerId, now: clock.now(), leaseMs: options.leaseMs }).then(
         // Another claim has the job (this one's lease ran out while the database was out of reach, say): stop rendering it twice.
         (kept) => kept || abort('lease lost'),
-        (error: unknown) => log.warn({ err: error }, 'could not extend the lease'),
+        (error: unknown) => log().warn({ err: error }, 'could not extend the lease'),
       );
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     heartbeat.unref();
@@ -448,15 +451,15 @@ export function createWorker(options: WorkerOptions): Worker {
       const now = clock.now();
 
       if (abortReason === 'cancelled') {
-        log.info('render stopped: the task was cancelled');
+        log().info('render stopped: the task was cancelled');
       } else if (abortReason === 'lease lost' && !result?.ok) {
         // The job is another claim's now: nothing here is this claim's to record.
-        log.warn('render stopped: the lease ran out and another claim has the job');
+        log().warn('render stopped: the lease ran out and another claim has the job');
         return;
       } else if (abortReason === 'shutdown' && !result?.ok) {
         // The task stays processing; the next claim starts it again (startTask takes a processing task).
         await queue.release({ jobId: job.id, workerId, now });
-        log.info('render stopped for shutdown: job handed back');
+        log().info('render stopped for shutdown: job handed back');
         return;
       } else if (abortReason === 'timeout') {
         const failed = await store.failTask({ id: task.id, now, code: 'timeout', message: 'no result within the deadline' });
@@ -500,11 +503,11 @@ export function createWorker(options: WorkerOptions): Worker {
           // attempt's file too if it is that (moved into storage under the task's key), else removed (written in place
           // under this attempt's own key).
           await removeUnlessOutputOf(task, outputKey, log);
-          log.info('task completed by another claim first: its output kept');
+          log().info('task completed by another claim first: its output kept');
         } else {
           // Cancelled while rendering: the result is discarded (D7).
           await options.files.remove(outputKey);
-          log.info({ status: completed.status }, 'result discarded');
+          log().info({ status: completed.status }, 'result discarded');
         }
       } else if (result) {
         const failed = await store.failTask({ id: task.id, now, code: result.error.code, message: result.error.message });
@@ -512,7 +515,7 @@ export function createWorker(options: WorkerOptions): Worker {
       }
       await queue.complete(job.id, clock.now());
     } catch (error) {
-      log.error({ err: error }, 'job failed unexpectedly');
+      log().error({ err: error }, 'job failed unexpectedly');
       const now = clock.now();
       if (job.attempts < job.maxAttempts) {
         await queue.retry({ jobId: job.id, runAt: new Date(now.getTime() + options.retryDelayMs(job.attempts)), error: String(error), now });
@@ -551,12 +554,12 @@ export function createWorker(options: WorkerOptions): Worker {
   }
 
   /** Removes a stored file unless the task names it as its output (a commit reported as failed may have landed). */
-  async function removeUnlessOutputOf(task: TaskRecord, key: string, log: Logger): Promise<void> {
+  async function removeUnlessOutputOf(task: TaskRecord, key: string, log: () => Logger): Promise<void> {
     try {
       const current = await store.getTask(task.accountId, task.id);
       if (current && current.outputKey !== key) await options.files.remove(key);
     } catch (error) {
-      log.warn({ err: error, outputKey: key }, 'could not tell whether the stored file is the task output: kept');
+      log().warn({ err: error, outputKey: key }, 'could not tell whether the stored file is the task output: kept');
     }
   }
 
