@@ -8,6 +8,15 @@ import type { AccountRecord, ApiKeyRecord, DeliveryRecord, LedgerEntry, NewTask,
 
 export type Row = Record<string, any>;
 
+/**
+ * A delivery as its insert writes it (pending, due at once, no attempt yet), mapped as pendingDelivery maps it: what a
+ * completion hands the worker that holds the delivery, from the values it wrote, without reading the row back (either
+ * store; the store-conformance suite holds it to what pendingDelivery answers).
+ */
+export function newDeliveryRecord(id: string, task: Pick<TaskRecord, 'id' | 'accountId'>, url: string, eventType: string, body: string, now: Date): DeliveryRecord {
+  return { id, taskId: task.id, accountId: task.accountId, url, eventType, body, status: 'pending', attempts: 0, lastAttemptAt: null, nextAttemptAt: now, createdAt: now, redeliveries: 0 };
+}
+
 export interface ColumnReader {
   date(value: unknown): Date | null;
   json(value: unknown): any;

@@ -42,7 +42,7 @@ import type {
 } from '../store.js';
 import { SETTLES_NOTHING } from '../store.js';
 import { RollBack } from '../roll-back.js';
-import { newTaskRecord, rowMappers, type Row } from '../rows.js';
+import { newDeliveryRecord, newTaskRecord, rowMappers, type Row } from '../rows.js';
 import { kept, KeptPlans, type Statement } from './kept-plans.js';
 import { literal } from './literals.js';
 import { Coalescer, MessageCombiner, settled, type Answer, type Settled, type UsageDelta } from './combined-messages.js';
@@ -779,10 +779,7 @@ export class PgStore implements Store {
       if (ending.holdDelivery) {
         const statement: Statement = [SQL.insertHeldDelivery, [...row, ending.holdDelivery.leaseUntil]];
         statements.push(statement);
-        // The delivery as insertHeldDelivery writes it, mapped as pendingDelivery maps it.
-        const delivery: DeliveryRecord = { id, taskId: task.id, accountId: task.accountId, url: task.webhookUrl, eventType: type, body, status: 'pending',
-          attempts: 0, lastAttemptAt: null, nextAttemptAt: now, createdAt: now, redeliveries: 0 };
-        held = { claim: deliveryClaim(id, 1), statement, delivery };
+        held = { claim: deliveryClaim(id, 1), statement, delivery: newDeliveryRecord(id, task, task.webhookUrl, type, body, now) };
       } else statements.push([SQL.insertDelivery, [...row, JOBS_CHANNEL]]);
       task = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
     }

@@ -44,7 +44,7 @@ import { RollBack } from '../roll-back.js';
 import { GroupCommit } from './group-commit.js';
 import { PendingUsage, type UsageColumn } from './pending-usage.js';
 import { viewedRows } from './row-views.js';
-import { newTaskRecord, rowMappers, type Row } from '../rows.js';
+import { newDeliveryRecord, newTaskRecord, rowMappers, type Row } from '../rows.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
@@ -374,7 +374,8 @@ export class SqliteStore implements Store, JobQueue {
 
   /**
    * The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. `task`:
-   * the task as it now is, without a delivery; answered with the delivery it has then. `hold`: the delivery job written
+   * the task as it now is, without a delivery, a record made for this answer (every caller's own): answered with the
+   * delivery it has then, set on it rather than on a copy (a task's record is held until its webhook's attempt ends). `hold`: the delivery job written
    * already claimed by that worker, leased until `leaseUntil` (completeTask's holdDelivery), and its claim answered.
    */
   private enqueueWebhookNow(
@@ -386,17 +387,19 @@ export class SqliteStore implements Store, JobQueue {
     const { type, body } = webhookEventBody(task);
     const delivery = { id: `msg_${newUlid(now.getTime())}`, task_id: task.id, account_id: task.accountId, url: task.webhookUrl, event_type: type, body, now: ms(now) };
     const job = { task_id: task.id, max_attempts: this.webhookJobAttempts, now: ms(now) };
-    const withDelivery: TaskRecord = { ...task, webhook: { status: 'pending', attempts: 0, lastAttemptAt: null } };
+    task.webhook = { status: 'pending', attempts: 0, lastAttemptAt: null };
     if (!hold) {
       this.sql.insertDelivery.run(delivery);
       this.sql.insertDeliveryJob.run(job);
-      return { task: withDelivery };
+      return { task };
     }
-    // The delivery as it was written, mapped as pendingDelivery maps it, with the secrets pendingDelivery would read.
-    const written = toDelivery(this.sql.insertDelivery.get(delivery) as Row);
+    // The delivery as it was written, mapped as pendingDelivery maps it, with the secrets pendingDelivery would read: built
+    // from what was written, not read back (its body a second copy of the event's, held by the task's attempt).
+    this.sql.insertDelivery.run(delivery);
+    const written = newDeliveryRecord(delivery.id, task, task.webhookUrl, type, body, now);
     const jobId = this.sql.insertHeldDeliveryJob.get({ ...job, worker: hold.workerId, lease_until: ms(hold.leaseUntil) }) as number;
     // Its first claim (toJob's "<id>.<claim>").
-    return { task: withDelivery, heldDelivery: `${jobId}.1`, pendingDelivery: { delivery: written, secrets: this.secretsOf(task.accountId, now) } };
+    return { task, heldDelivery: `${jobId}.1`, pendingDelivery: { delivery: written, secrets: this.secretsOf(task.accountId, now) } };
   }
 
   /** Adds to the account's running usage totals of `now`'s hour and day for the model (usage_hourly, usage_daily), as its batch commits. */
@@ -1001,8 +1004,7 @@ export function prepareStatements(db: Database.Database) {
     countJobs: db.prepare('SELECT state, count(*) AS count FROM jobs GROUP BY state'),
     insertDelivery: db.prepare(
       `INSERT INTO webhook_deliveries (id, task_id, account_id, url, event_type, body, status, next_attempt_at, created_at, updated_at)
-       VALUES (@id, @task_id, @account_id, @url, @event_type, @body, 'pending', @now, @now, @now)
-       RETURNING *`,
+       VALUES (@id, @task_id, @account_id, @url, @event_type, @body, 'pending', @now, @now, @now)`,
     ),
     insertDeliveryJob: db.prepare(
       `INSERT INTO jobs (task_id, kind, provider, state, max_attempts, run_at, created_at, updated_at)
