@@ -61,7 +61,7 @@ import { stopServerProcess } from '../test/support/pipeline-processes.js';
 import { memoryOf, removeOnExit, runCli, SERVER_ROOT, startInstantServer, startNodeService, storageReadOf, type NodeService } from './http/children.js';
 import { compileBaseline, compileBenchProcesses } from './http/compiled.js';
 import { runPipelineBench } from './http/pipeline-run.js';
-import { describeMachine, judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from './http/report.js';
+import { describeMachine, judgeTargets, renderReport, type Results, type RssSample, type ScaleResult, type ScenarioResult } from './http/report.js';
 import { readTemplate, seedTasks, selectColumn, selectRow } from './http/seed.js';
 import { runWrk, runWrkMeasured, SUBMIT_BODY, writeIdsScript, writeStaticScript, wrkVersion, type Load, type WrkResult } from './http/wrk.js';
 import { judgeUpstream, renderUpstreamSection, runUpstreamBench, SECTION_HEADING as UPSTREAM_HEADING, UPSTREAM_FULL, UPSTREAM_QUICK } from './upstream.js';
@@ -476,7 +476,8 @@ try {
   // --- Memory: queries of the succeeded task until RSS_REQUESTS were answered, RSS every quarter.
   if (!SKIP.has('rss')) {
     log(`memory: ${RSS_REQUESTS.toLocaleString('en-US')} queries`);
-    const samples = [{ requests: 0, rssMb: memoryOf(server.pid).rssMb }];
+    const atStart = memoryOf(server.pid);
+    const samples: RssSample[] = [{ requests: 0, rssMb: atStart.rssMb, anonMb: atStart.anonMb }];
     let answered = 0;
     let rate = results.scenarios[0]?.server.rps ?? 3000;
     let last: WrkResult | undefined;
@@ -489,8 +490,9 @@ try {
         answered += last.requests;
         rate = last.rps;
       }
-      samples.push({ requests: answered, rssMb: memoryOf(server.pid).rssMb });
-      log(`memory: ${answered.toLocaleString('en-US')} requests, RSS ${samples.at(-1)!.rssMb.toFixed(0)} MB`);
+      const { rssMb, anonMb } = memoryOf(server.pid);
+      samples.push({ requests: answered, rssMb, anonMb });
+      log(`memory: ${answered.toLocaleString('en-US')} requests, RSS ${rssMb.toFixed(0)} MB (anonymous ${anonMb.toFixed(0)} MB)`);
     }
     results.rss = { samples, peakMb: memoryOf(server.pid).peakMb, p99Ms: last!.p99Ms };
   }

@@ -1,4 +1,6 @@
-import { resolve } from 'node:path';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../src/config.js';
@@ -10,7 +12,7 @@ describe('configuration', () => {
     const config = loadConfig({});
     expect(config.port).toBe(8080);
     expect(config.dataDir).toBe(resolve('./data'));
-    expect(config.database).toEqual({ kind: 'sqlite', path: resolve('./data/vidgen.db'), cacheMb: 2 });
+    expect(config.database).toEqual({ kind: 'sqlite', path: resolve('./data/vidgen.db'), cacheMb: 2, mmapMb: 0 });
     expect(config.devBootstrap).toBe(true);
     expect(config.idempotencyTtlMs).toBe(24 * 3600_000);
   });
@@ -45,7 +47,7 @@ describe('configuration', () => {
 
   it('gives SQLite the page cache VIDGEN_SQLITE_CACHE_MB asks for, and the store opens with it', async () => {
     expect(loadConfig({ VIDGEN_SQLITE_CACHE_MB: '128' }).database).toMatchObject({ kind: 'sqlite', cacheMb: 128 });
-    expect(loadConfig({ VIDGEN_DATABASE_URL: 'sqlite::memory:', VIDGEN_SQLITE_CACHE_MB: '16' }).database).toEqual({ kind: 'sqlite', path: ':memory:', cacheMb: 16 });
+    expect(loadConfig({ VIDGEN_DATABASE_URL: 'sqlite::memory:', VIDGEN_SQLITE_CACHE_MB: '16' }).database).toEqual({ kind: 'sqlite', path: ':memory:', cacheMb: 16, mmapMb: 0 });
     const cacheOf = async (env: Record<string, string>) => {
       const backend = await openBackend(loadConfig({ VIDGEN_DATABASE_URL: 'sqlite::memory:', ...env }), { logger: pino({ level: 'silent' }), listen: false, supervise: false });
       try {
@@ -57,6 +59,30 @@ describe('configuration', () => {
     };
     expect(await cacheOf({ VIDGEN_SQLITE_CACHE_MB: '128' })).toBe(-128 * 1024);
     expect(await cacheOf({})).toBe(-2 * 1024);
+  });
+
+  it('maps as much of the SQLite file as VIDGEN_SQLITE_MMAP_MB asks for (none by default), and the store opens with it', async () => {
+    expect(loadConfig({}).database).toMatchObject({ kind: 'sqlite', mmapMb: 0 });
+    expect(loadConfig({ VIDGEN_SQLITE_MMAP_MB: '1024' }).database).toMatchObject({ kind: 'sqlite', mmapMb: 1024 });
+    const dir = mkdtempSync(join(tmpdir(), 'vidgen-mmap-'));
+    const mmapOf = async (env: Record<string, string>) => {
+      const backend = await openBackend(loadConfig({ VIDGEN_DATABASE_URL: `sqlite:${join(dir, `${Object.keys(env).length}.db`)}`, ...env }), {
+        logger: pino({ level: 'silent' }),
+        listen: false,
+        supervise: false,
+      });
+      try {
+        return (backend.store as SqliteStore).db.pragma('mmap_size', { simple: true });
+      } finally {
+        await backend.close();
+      }
+    };
+    try {
+      expect(await mmapOf({ VIDGEN_SQLITE_MMAP_MB: '256' })).toBe(256 * 1024 * 1024);
+      expect(await mmapOf({})).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('turns the development bootstrap off in production', () => {
@@ -71,6 +97,8 @@ describe('configuration', () => {
     [{ VIDGEN_DATABASE_URL: 'postgres://localhost/x', VIDGEN_DATABASE_POOL_SIZE: '0' }, /VIDGEN_DATABASE_POOL_SIZE must be a whole number from 1 to 500/],
     [{ VIDGEN_SQLITE_CACHE_MB: '0' }, /VIDGEN_SQLITE_CACHE_MB must be a whole number from 1 to 65536/],
     [{ VIDGEN_SQLITE_CACHE_MB: 'lots' }, /VIDGEN_SQLITE_CACHE_MB must be a whole number/],
+    [{ VIDGEN_SQLITE_MMAP_MB: '4096' }, /VIDGEN_SQLITE_MMAP_MB must be a whole number from 0 to 2047/],
+    [{ VIDGEN_SQLITE_MMAP_MB: '-1' }, /VIDGEN_SQLITE_MMAP_MB must be a whole number/],
     [{ VIDGEN_ROLE: 'api' }, /needs PostgreSQL/],
     [{ VIDGEN_ROLE: 'scheduler', VIDGEN_DATABASE_URL: 'postgres://localhost/x' }, /VIDGEN_ROLE \(or --role\) must be one of all, api, worker/],
     [{ VIDGEN_PRICES: '{"vidgen-9":{}}' }, /VIDGEN_PRICES: unknown model/],

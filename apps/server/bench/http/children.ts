@@ -187,11 +187,14 @@ export function storageReadOf(pid: number): number {
   return Number(/^read_bytes:\s+(\d+)/m.exec(io)?.[1] ?? NaN) / 1024 / 1024;
 }
 
-/** Resident set size of a live process in MB (VmRSS), and its peak (VmHWM). */
-export function memoryOf(pid: number): { rssMb: number; peakMb: number } {
+/**
+ * Resident set size of a live process in MB (VmRSS), its peak (VmHWM), and the part of it that is the process's own
+ * memory (RssAnon: not file pages it maps, such as a store read through a memory map, which the kernel may take back).
+ */
+export function memoryOf(pid: number): { rssMb: number; peakMb: number; anonMb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
+  return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024, anonMb: kb('RssAnon') / 1024 };
 }
 
 const execFileAsync = promisify(execFile);

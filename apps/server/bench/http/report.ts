@@ -76,6 +76,8 @@ export interface ScaleResult {
 export interface RssSample {
   requests: number;
   rssMb: number;
+  /** the process's own memory in it (RssAnon), without the file pages it maps */
+  anonMb?: number;
 }
 
 export interface Results {
@@ -366,7 +368,7 @@ export function renderReport(results: Results, targets: Target[]): string {
     out.push(
       markdownTable(
         ['requests (query of a succeeded task)', ...results.rss.samples.map((s) => int(s.requests))],
-        [['server RSS', ...results.rss.samples.map((s) => mb(s.rssMb))]],
+        [['server RSS', ...results.rss.samples.map((s) => mb(s.rssMb))], ['of it anonymous (RssAnon)', ...results.rss.samples.map((s) => (s.anonMb === undefined ? '—' : mb(s.anonMb)))]],
       ),
       '',
       `The server of the HTTP table after its runs; peak RSS ${mb(results.rss.peakMb)}; p99 of the last part ${ms(results.rss.p99Ms)}.`,

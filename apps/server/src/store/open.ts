@@ -52,7 +52,7 @@ export async function openBackend(
 ): Promise<Backend> {
   switch (config.database.kind) {
     case 'sqlite': {
-      const store = new SqliteStore(config.database.path, { cacheMb: config.database.cacheMb });
+      const store = new SqliteStore(config.database.path, { cacheMb: config.database.cacheMb, mmapMb: config.database.mmapMb });
       return {
         store,
         queue: store,
