@@ -462,12 +462,12 @@ for (const { name, cost } of lastCosts) {
 }
 const withCpu = lastCosts.filter(({ cpu }) => cpu);
 if (withCpu.length) {
-  console.log('\nThe CPU a task costs (throughput window, ms a task, from /proc; server threads by role: main thread + the others, libuv\'s pool and V8\'s helpers; bench/http/cpu-cost.ts):\n');
-  console.log('| store | server main threads | server other threads | PostgreSQL | bench | all | machine idle |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('\nThe CPU a task costs (throughput window, ms a task, from /proc; server threads by role: main thread + the others, libuv\'s pool and V8\'s helpers; the host\'s steal: the share of the window a virtual machine\'s CPUs waited for the host, which no process\'s times count; bench/http/cpu-cost.ts):\n');
+  console.log('| store | server main threads | server other threads | PostgreSQL | bench | all | machine idle | taken by the host (steal) |');
+  console.log('|---|---|---|---|---|---|---|---|');
   const byRole = (cpu: CpuCost, part: 'main' | 'other') => cpu.byRole.map((role) => `${role[part].toFixed(2)}${cpu.byRole.length > 1 ? ` ${role.role}` : ''}`).join(' + ');
   for (const { name, cpu } of withCpu) {
-    console.log(`| ${name} | ${byRole(cpu!, 'main')} | ${byRole(cpu!, 'other')} | ${cpu!.postgres.toFixed(2)} | ${cpu!.bench.toFixed(2)} | ${cpu!.total.toFixed(2)} | ${cpu!.idlePercent.toFixed(0)} % |`);
+    console.log(`| ${name} | ${byRole(cpu!, 'main')} | ${byRole(cpu!, 'other')} | ${cpu!.postgres.toFixed(2)} | ${cpu!.bench.toFixed(2)} | ${cpu!.total.toFixed(2)} | ${cpu!.idlePercent.toFixed(0)} % | ${cpu!.stealPercent === undefined ? '—' : `${cpu!.stealPercent.toFixed(1)} %`} |`);
   }
 }
 for (const { name, cost } of lastCosts) {

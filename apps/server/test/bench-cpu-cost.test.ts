@@ -6,12 +6,12 @@ import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { cpuPerTask, cpuSnapshot, postgresCpuSeconds, type CpuSnapshot } from '../bench/http/cpu-cost.js';
 
-/** Servers as [role, main thread s, all threads s], then PostgreSQL's and the bench's seconds, and /proc/stat's [all, idle]. */
-const snapshot = (servers: [string, number, number][], postgres: number, bench: number, [all, idle]: [number, number]): CpuSnapshot => ({
+/** Servers as [role, main thread s, all threads s], then PostgreSQL's and the bench's seconds, and /proc/stat's [all, idle, steal]. */
+const snapshot = (servers: [string, number, number][], postgres: number, bench: number, [all, idle, steal]: [number, number, number?]): CpuSnapshot => ({
   servers: servers.map(([role, main, total]) => ({ role, main, total })),
   postgres,
   bench,
-  machine: { all, idle },
+  machine: { all, idle, ...(steal === undefined ? {} : { steal }) },
 });
 
 describe('the CPU a task (bench/http/cpu-cost.ts)', () => {
@@ -28,6 +28,13 @@ describe('the CPU a task (bench/http/cpu-cost.ts)', () => {
     expect(cost.bench).toBe(1);
     expect(cost.total).toBe(1.5 + 5 + 4 + 1);
     expect(cost.idlePercent).toBe(20);
+    expect(cost.stealPercent).toBeUndefined();
+  });
+
+  it("says what share of the window the host took from the machine's CPUs (steal)", () => {
+    const before = snapshot([['all', 1, 1.5]], 0, 0.5, [1000, 400, 50]);
+    const after = snapshot([['all', 2, 3]], 0, 1.5, [3000, 600, 350]);
+    expect(cpuPerTask(before, after, 1000)).toMatchObject({ idlePercent: 10, stealPercent: 15 });
   });
 
   it.skipIf(!existsSync('/proc/stat'))("reads a process's main thread and all of its threads from /proc", () => {
@@ -42,6 +49,7 @@ describe('the CPU a task (bench/http/cpu-cost.ts)', () => {
     expect(after.servers[0]!.total).toBeGreaterThanOrEqual(after.servers[0]!.main);
     expect(after.bench - before.bench).toBeGreaterThanOrEqual(0.15);
     expect(after.machine.all).toBeGreaterThan(before.machine.all);
+    expect(after.machine.steal).toBeGreaterThanOrEqual(before.machine.steal!);
     // PostgreSQL's processes, when any run here: a non-negative count of seconds.
     expect(postgresCpuSeconds()).toBeGreaterThanOrEqual(0);
   });

@@ -14,8 +14,11 @@ export interface CpuSnapshot {
   servers: { role: string; main: number; total: number }[];
   postgres: number;
   bench: number;
-  /** /proc/stat's jiffies: all, and idle (iowait included). */
-  machine: { all: number; idle: number };
+  /**
+   * /proc/stat's jiffies: all, idle (iowait included), and steal: time a virtual machine's CPUs wanted to run and the
+   * host ran something else, which no process's own times count (absent: not read).
+   */
+  machine: { all: number; idle: number; steal?: number };
 }
 
 /** USER_HZ, the unit of /proc's CPU times: 100 on every Linux that node runs on. */
@@ -61,16 +64,17 @@ export function postgresCpuSeconds(): number | undefined {
 
 export function cpuSnapshot(servers: { role: string; pid: number }[]): CpuSnapshot | undefined {
   if (!existsSync('/proc/stat')) return undefined;
-  const [all, idle] = (() => {
+  // cpu  user nice system idle iowait irq softirq steal guest guest_nice (guest time is counted in user already).
+  const [all, idle, steal] = (() => {
     const jiffies = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-    return [jiffies.reduce((sum, n) => sum + n, 0), jiffies[3]! + jiffies[4]!];
+    return [jiffies.slice(0, 8).reduce((sum, n) => sum + n, 0), jiffies[3]! + jiffies[4]!, jiffies[7] ?? 0];
   })();
   const usage = process.cpuUsage();
   return {
     servers: servers.map(({ role, pid }) => ({ role, main: cpuSecondsOf(pid, pid), total: cpuSecondsOf(pid) })),
     postgres: postgresCpuSeconds()!,
     bench: (usage.user + usage.system) / 1e6,
-    machine: { all: all!, idle: idle! },
+    machine: { all: all!, idle: idle!, steal: steal! },
   };
 }
 
@@ -82,6 +86,8 @@ export interface CpuCost {
   total: number;
   /** The machine's idle share over the window, in %. */
   idlePercent: number;
+  /** The share of the window the host took from this machine's CPUs (steal), in %; undefined when not read. */
+  stealPercent?: number;
 }
 
 /** Per task between two snapshots of the same processes. */
@@ -99,6 +105,8 @@ export function cpuPerTask(before: CpuSnapshot, after: CpuSnapshot, tasks: numbe
   const postgres = ms(after.postgres - before.postgres);
   const bench = ms(after.bench - before.bench);
   const total = byRole.reduce((sum, role) => sum + role.main + role.other, 0) + postgres + bench;
-  const idlePercent = (100 * (after.machine.idle - before.machine.idle)) / (after.machine.all - before.machine.all);
-  return { byRole, postgres, bench, total, idlePercent };
+  const window = after.machine.all - before.machine.all;
+  const idlePercent = (100 * (after.machine.idle - before.machine.idle)) / window;
+  const stealPercent = after.machine.steal === undefined || before.machine.steal === undefined ? undefined : (100 * (after.machine.steal - before.machine.steal)) / window;
+  return { byRole, postgres, bench, total, idlePercent, ...(stealPercent === undefined ? {} : { stealPercent }) };
 }
