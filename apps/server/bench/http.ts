@@ -577,14 +577,15 @@ try {
           if (round % 2 === 1) size.gets.push(await measured(size, 'server'));
         }
       }
+      /** The run with the median p99 (of an even count, the upper of the two middle ones). */
+      const medianByP99 = (runs: WrkResult[]) => [...runs].sort((a, b) => a.p99Ms - b.p99Ms)[Math.floor(runs.length / 2)]!;
       for (const size of sizes) {
-        const byP99 = [...size.gets].sort((a, b) => a.p99Ms - b.p99Ms);
-        const get = byP99[Math.floor(byP99.length / 2)]!;
+        const get = medianByP99(size.gets);
         // One connection: the latency of a lone request, without the queueing of a saturated server.
         const getAlone = checked(size.tasks, await runWrk(size.server.url, size.getScript, { ...LOAD, threads: 1, connections: 1 }, size.getAloneArgs));
         await runWrk(`${size.server.url}${BASE}`, size.listScript, WARMUP);
         const list = checked(size.tasks, await runWrk(`${size.server.url}${BASE}`, size.listScript, LOAD));
-        const floorGet = [...size.floorGets].sort((a, b) => a.p99Ms - b.p99Ms)[Math.floor(size.floorGets.length / 2)]!;
+        const floorGet = medianByP99(size.floorGets);
         const getP99s = size.gets.map((run) => run.p99Ms);
         log(
           `${size.tasks.toLocaleString('en-US')} tasks: GET p99 ${getP99s.map((p99) => p99.toFixed(2)).join(', ')} ms (median ${get.p99Ms.toFixed(2)}; ` +

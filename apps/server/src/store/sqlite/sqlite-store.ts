@@ -384,8 +384,9 @@ export class SqliteStore implements Store, JobQueue {
   /**
    * The outbox: a terminal task with a webhookUrl gets its one event and delivery job, in the same transaction. `task`:
    * the task as it now is, without a delivery, a record made for this answer (every caller's own): answered with the
-   * delivery it has then, set on it rather than on a copy (a task's record is held until its webhook's attempt ends). `hold`: the delivery job written
-   * already claimed by that worker, leased until `leaseUntil` (completeTask's holdDelivery), and its claim answered.
+   * delivery it has then, set on it rather than on a copy (a task's record is held until its webhook's attempt ends).
+   * `hold`: the delivery job written already claimed by that worker, leased until `leaseUntil` (completeTask's
+   * holdDelivery), and its claim answered.
    */
   private enqueueWebhookNow(
     task: TaskRecord,
