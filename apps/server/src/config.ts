@@ -20,9 +20,10 @@ export interface Config {
    * connection (default true; false behind a pooler that does not keep a session's prepared statements).
    * VIDGEN_SQLITE_CACHE_MB: SQLite's page cache in the process, MiB (default 2, SQLite's own): pages a read finds there need
    * no read from the operating system, whose page cache may have given them up (BENCHMARKS.md, twenty-eighth pass).
-   * VIDGEN_SQLITE_MMAP_MB: the first MiB of the SQLite file read through a memory map instead of read() (default 2047,
-   * SQLite's limit on Linux; 0: off, SQLite's own default): pages in use stay in the page cache on a host that gives up
-   * file pages it does not see mapped and used (BENCHMARKS.md, twenty-ninth pass).
+   * VIDGEN_SQLITE_MMAP_MB: the first MiB of the SQLite file read through a memory map instead of read() (default 0, off,
+   * SQLite's own; at most 2047, SQLite's limit on Linux): pages in use stay in the page cache on a host that gives up
+   * file pages it does not see mapped and used (BENCHMARKS.md, twenty-ninth pass); off by default, as the pages it maps
+   * count in the process's RSS (thirtieth pass).
    */
   database: { kind: 'sqlite'; path: string; cacheMb?: number; mmapMb?: number } | { kind: 'postgres'; url: string; poolSize: number; keepPlans?: boolean };
   /** VIDGEN_ROLE or `--role`: `all` (API and worker, the default), `api` or `worker`; the split roles need PostgreSQL. */
@@ -160,7 +161,7 @@ function boolean(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boole
 function database(env: NodeJS.ProcessEnv, dataDir: string): Config['database'] {
   const url = env.VIDGEN_DATABASE_URL;
   const cacheMb = () => integer(env, 'VIDGEN_SQLITE_CACHE_MB', 2, 1, 65_536);
-  const mmapMb = () => integer(env, 'VIDGEN_SQLITE_MMAP_MB', 2047, 0, 2047);
+  const mmapMb = () => integer(env, 'VIDGEN_SQLITE_MMAP_MB', 0, 0, 2047);
   if (!url) return { kind: 'sqlite', path: resolve(dataDir, 'vidgen.db'), cacheMb: cacheMb(), mmapMb: mmapMb() };
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\//, '');

@@ -70,7 +70,7 @@ export class SqliteStore implements Store, JobQueue {
   /**
    * `webhookJobAttempts`: claims of a delivery job before it is given up (default 20). `cacheMb`: SQLite's page cache,
    * MiB (default 2, SQLite's own; config.ts's VIDGEN_SQLITE_CACHE_MB). `mmapMb`: the first MiB of the file read through
-   * a memory map (here 0, off, SQLite's own; the service's default is config.ts's VIDGEN_SQLITE_MMAP_MB, 2047).
+   * a memory map (default 0, off; VIDGEN_SQLITE_MMAP_MB).
    */
   constructor(path: string, options: { webhookJobAttempts?: number; cacheMb?: number; mmapMb?: number } = {}) {
     this.webhookJobAttempts = options.webhookJobAttempts ?? 20;
@@ -94,10 +94,10 @@ export class SqliteStore implements Store, JobQueue {
     // Pages read through a memory map instead: the operating system's own page cache, shared and given back under memory
     // pressure, but kept while the mapping uses them. The host above dropped pages read with read() (its reclaim keeps a
     // page it finds referenced by a mapping, and not one only read): with the 10⁶-task store mapped, no read went to the
-    // disk at all, and the GET's p99 at 10⁶ tasks came to 1.11-1.20 × the small store's, against 1.30-1.75 × with read(),
-    // and the pipeline's main thread took less a task (BENCHMARKS.md, twenty-ninth pass). The pages used count in the
-    // process's RSS; SQLite writes through the WAL as before, and a read error of the disk under the map is a SIGBUS (the
-    // process stops, to be restarted like any) rather than an error answer.
+    // disk at all, and the GET's p99 at 10⁶ tasks came to 1.11 × the small store's, against 1.30-1.69 × with read()
+    // (BENCHMARKS.md, twenty-ninth pass). The pages used count in the process's RSS (why it is off by default: a server
+    // whose store had grown to 219,000 queued tasks held 259 MB, thirtieth pass); SQLite writes through the WAL as before,
+    // and a read error of the disk under the map is a SIGBUS rather than an error answer.
     if (options.mmapMb) this.db.pragma(`mmap_size = ${options.mmapMb * 1024 * 1024}`);
     this.migrateNow();
     this.sql = prepareStatements(this.db);
