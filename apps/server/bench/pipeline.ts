@@ -51,6 +51,7 @@ import { costPerTask, costSnapshot, STORE_COST_HOOK, type TaskCost } from './htt
 import { createTestDatabase, postgresAvailable } from '../test/support/postgres.js';
 import { runPostgresFloor, type FloorProtocol, type FloorResult } from './http/pg-floor.js';
 import { compilePipelineFloor } from './http/compiled.js';
+import { medianIndex } from './http/report.js';
 
 const { values } = parseArgs({
   options: {
@@ -456,8 +457,7 @@ console.log(`\nWhat a task costs its store (throughput window${ROUNDS > 1 ? ', t
 console.log('| store | transactions | statements | round trips | WAL bytes | rows written |');
 console.log('|---|---|---|---|---|---|');
 // With rounds, each variant's median round: the one whose tasks/s is the figure judged (`median` picks it the same way).
-const medianRound = (values: number[]) => values.map((value, index) => ({ value, index })).sort((a, b) => a.value - b.value)[Math.floor((values.length - 1) / 2)]!.index;
-const shownCosts = variants.map(({ name }) => costs.filter((entry) => entry.name === name)[medianRound(measured.get(name)!.map((run) => run.tasksPerSecond))]!);
+const shownCosts = variants.map(({ name }) => costs.filter((entry) => entry.name === name)[medianIndex(measured.get(name)!.map((run) => run.tasksPerSecond))]!);
 for (const { name, cost } of shownCosts) {
   console.log(`| ${name} | ${fixed(cost.transactions, 2)} | ${fixed(cost.statements)} | ${fixed(cost.roundTrips)} | ${cost.walBytes.toFixed(0)} | ${fixed(cost.rowsWritten)} |`);
 }

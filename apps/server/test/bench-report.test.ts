@@ -3,7 +3,7 @@
  * (bench/http/pipeline-run.ts): figures in, met or missed out, on made-up results (the benchmark itself is not run).
  */
 import { describe, expect, it } from 'vitest';
-import { judgeTargets, renderReport, type Results, type ScaleResult, type ScenarioResult } from '../bench/http/report.js';
+import { judgeTargets, medianIndex, renderReport, type Results, type ScaleResult, type ScenarioResult } from '../bench/http/report.js';
 import { parsePipelineTable, type PipelineFigures } from '../bench/http/pipeline-run.js';
 import type { WrkResult } from '../bench/http/wrk.js';
 
@@ -203,6 +203,15 @@ describe("reading bench/pipeline.ts's table", () => {
     expect(parsePipelineTable(table)).toEqual([
       { store: 'SQLite', rounds: '1012 / 987 / 950', tasksPerSecond: 987, submitsPerSecond: 1334, p50Ms: 4.9, p99Ms: 10.8, labels: expect.any(Array) },
     ]);
+  });
+
+  it('finds the round the median came from, to show its costs beside the figure', () => {
+    expect(medianIndex([597, 539, 733])).toBe(0);
+    expect(medianIndex([1242, 798, 748])).toBe(1);
+    expect(medianIndex([908, 1129, 1158, 935, 1065])).toBe(4);
+    // An even count: the lower middle, as the figure.
+    expect(medianIndex([10, 40, 20, 30])).toBe(2);
+    expect(medianIndex([5])).toBe(0);
   });
 
   it('reads a table of one round (no rounds column)', () => {

@@ -102,6 +102,12 @@ const mb = (n: number) => `${n.toFixed(0)} MB`;
 /** The middle value (of an even count, the upper of the two middle ones). */
 export const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
+/**
+ * Where the median of `values` is (of an even count, the lower of the two middle ones, as bench/pipeline.ts takes its
+ * figure): which round the figure judged came from, so that what else that round measured is shown beside it.
+ */
+export const medianIndex = (values: number[]): number => values.map((value, index) => ({ value, index })).sort((a, b) => a.value - b.value)[Math.floor((values.length - 1) / 2)]!.index;
+
 export function markdownTable(head: string[], rows: string[][]): string {
   return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
 }
