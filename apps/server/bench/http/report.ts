@@ -63,7 +63,7 @@ export interface ScaleResult {
   getP99s: number[];
   /** GET at one connection */
   getAlone: WrkResult;
-  /** the floor's (bench/http/floor.ts) GET run with the median p99, on the same store, each right after the server's */
+  /** the floor's (bench/http/floor.ts) GET run with the median p99, on the same store, the two taking turns to go first */
   floorGet?: WrkResult;
   /** every floor GET run's p99, in the order they ran */
   floorGetP99s?: number[];
