@@ -88,6 +88,7 @@ describe.skipIf(postgres.skip)('the generation jobs on PostgreSQL: each is its t
     expect(again!.started).toBeUndefined();
     const [third] = await starting(at(10 + 3 * LEASE_MS));
     expect(third!.started).toMatchObject({ status: 'processing', updatedAt: at(10 + 3 * LEASE_MS) });
+    expect(third!.started).toEqual(await store().findTask(queued));
     // A cancelled task is not claimed, started or not.
     await store().cancelTask({ accountId: 'acc_1', id: queued, now: at(20) });
     expect(await starting(at(10 + 5 * LEASE_MS))).toEqual([]);

@@ -15,7 +15,7 @@
  */
 import type { Job } from './queue.js';
 import { kept } from '../store/postgres/kept-plans.js';
-import { STARTED_COLUMNS, toTask } from '../store/postgres/pg-store.js';
+import { STARTED_COLUMNS, toStartedTask } from '../store/postgres/pg-store.js';
 
 const ACTIVE = `status IN ('queued', 'processing')`;
 
@@ -83,7 +83,7 @@ export class PgGenerationLane {
       provider: input.provider,
       attempts: row.job_claims as number,
       maxAttempts: row.job_max_attempts as number,
-      ...(input.start ? { started: toTask(row) } : {}),
+      ...(input.start ? { started: toStartedTask(row) } : {}),
     }));
   }
 

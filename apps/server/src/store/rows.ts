@@ -60,6 +60,33 @@ export function newTaskRecord(task: NewTask, now: Date, stored = { mediaUrls: JS
 export function rowMappers(read: ColumnReader) {
   const date = (value: unknown) => read.date(value);
   const required = (value: unknown) => read.date(value)!;
+  /** A tasks row; `ending`: whether it holds the columns an ending writes (toStartedTask's row does not). */
+  const task = (row: Row, ending: boolean): TaskRecord => ({
+    id: row.id,
+    accountId: row.account_id,
+    status: row.status,
+    model: row.model,
+    prompt: row.prompt,
+    duration: row.duration,
+    aspectRatio: row.aspect_ratio,
+    resolution: row.resolution,
+    mode: row.mode,
+    mediaUrls: read.json(row.media_urls),
+    metadata: row.metadata === null ? null : read.json(row.metadata),
+    webhookUrl: row.webhook_url,
+    creditsCharged: row.credits_charged,
+    creditsRefunded: ending ? row.credits_refunded : 0,
+    outputUrl: ending ? row.output_url : null,
+    outputExpiresAt: ending ? date(row.output_expires_at) : null,
+    outputKey: ending ? row.output_key : null,
+    errorCode: ending ? row.error_code : null,
+    errorMessage: ending ? row.error_message : null,
+    createdAt: required(row.created_at),
+    updatedAt: required(row.updated_at),
+    completedAt: ending ? date(row.completed_at) : null,
+    deadlineAt: date(row.deadline_at),
+    webhook: ending && row.webhook_status ? { status: row.webhook_status, attempts: row.webhook_attempts, lastAttemptAt: date(row.webhook_last_attempt_at) } : null,
+  });
   return {
     toAccount: (row: Row): AccountRecord => ({ id: row.id, name: row.name, balance: row.balance, createdAt: required(row.created_at) }),
 
@@ -75,32 +102,14 @@ export function rowMappers(read: ColumnReader) {
       revokedAt: date(row.revoked_at),
     }),
 
-    toTask: (row: Row): TaskRecord => ({
-      id: row.id,
-      accountId: row.account_id,
-      status: row.status,
-      model: row.model,
-      prompt: row.prompt,
-      duration: row.duration,
-      aspectRatio: row.aspect_ratio,
-      resolution: row.resolution,
-      mode: row.mode,
-      mediaUrls: read.json(row.media_urls),
-      metadata: row.metadata === null ? null : read.json(row.metadata),
-      webhookUrl: row.webhook_url,
-      creditsCharged: row.credits_charged,
-      creditsRefunded: row.credits_refunded,
-      outputUrl: row.output_url,
-      outputExpiresAt: date(row.output_expires_at),
-      outputKey: row.output_key,
-      errorCode: row.error_code,
-      errorMessage: row.error_message,
-      createdAt: required(row.created_at),
-      updatedAt: required(row.updated_at),
-      completedAt: date(row.completed_at),
-      deadlineAt: date(row.deadline_at),
-      webhook: row.webhook_status ? { status: row.webhook_status, attempts: row.webhook_attempts, lastAttemptAt: date(row.webhook_last_attempt_at) } : null,
-    }),
+    toTask: (row: Row): TaskRecord => task(row, true),
+
+    /**
+     * A started task's row (PostgreSQL's STARTED_COLUMNS): only the columns an active task can hold. A task starts only
+     * while queued or processing, and its refund, output, error, completion and webhook delivery are written with its
+     * ending, the move out of those states, so a started task has none of them; they are not read back.
+     */
+    toStartedTask: (row: Row): TaskRecord => task(row, false),
 
     toDelivery: (row: Row): DeliveryRecord => ({
       id: row.id,

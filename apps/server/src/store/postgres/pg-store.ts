@@ -100,8 +100,10 @@ const TYPES = {
 };
 
 const mappers = rowMappers({ date: (value) => (value as Date | null) ?? null, json: (value) => value });
-/** A tasks row (STARTED_COLUMNS, TASK_COLUMNS) as the store answers it; the generation lane's claim answers its started tasks so. */
-export const toTask = mappers.toTask;
+/** A tasks row (TASK_COLUMNS) as the store answers it. */
+const toTask = mappers.toTask;
+/** A started task's row (STARTED_COLUMNS) as the store answers it; the generation lane's claim answers its started tasks so. */
+export const toStartedTask = mappers.toStartedTask;
 const { toAccount, toApiKey, toDelivery, toLedgerEntry, toUpstreamTask, toUpstreamChannel, toUpstreamUsageRow, toUsageHour } = mappers;
 
 /** The upsert of one usage shard row (`values`: its placeholders, in the columns' order), adding to the row there is. */
@@ -170,7 +172,8 @@ const usageTotalsFrom = (table: 'usage_hourly' | 'usage_daily', column: 'hour_st
 
 /**
  * A tasks row's columns, named (kept plans must not return `*`: kept-plans.ts). A column added to tasks that toTask
- * reads goes here too; the conformance suite compares what the statements returning these answer with a read.
+ * reads goes here too, and in STARTED_COLUMNS if an active task can hold it; the conformance suite compares what the
+ * statements returning these answer with a read.
  */
 const TASK_COLUMNS = `id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url,
   credits_charged, credits_refunded, output_url, output_expires_at, output_key, error_code, error_message, created_at, updated_at,
@@ -186,11 +189,13 @@ const END_UPSTREAM_TASK = kept(`UPDATE upstream_tasks SET state = 'ended', outco
                            RETURNING channel`);
 
 // kept(): a statement every task sends, whose plan is kept per connection (kept-plans.ts); none returns `*`.
-/** What a start returns: the task as tasks_with_webhook has it (its columns and its delivery's). */
-export const STARTED_COLUMNS = `${TASK_COLUMNS},
-  (SELECT d.status FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_status,
-  (SELECT d.attempts FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_attempts,
-  (SELECT d.last_attempt_at FROM webhook_deliveries d WHERE d.task_id = tasks.id) AS webhook_last_attempt_at`;
+/**
+ * What a start returns: the columns an active task can hold (toStartedTask says why the rest are not read back: every
+ * column answered is a field node-postgres describes and parses for each result, and whose values it keeps for as long
+ * as the job runs; BENCHMARKS.md, thirty-first pass).
+ */
+export const STARTED_COLUMNS = `id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url,
+  credits_charged, created_at, updated_at, deadline_at`;
 /** Pending deliveries with the account's signing secrets, those of the tasks `where` picks (`d`: the delivery). */
 const pendingDeliveriesWhere = (where: string) => `SELECT ${DELIVERY_COLUMNS}, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
   FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE ${where} AND d.status = 'pending'`;
@@ -803,7 +808,7 @@ export class PgStore implements Store {
 
   async startTask(input: { id: string; now: Date }): Promise<StartOutcome> {
     const started = await this.starts.call(input);
-    if (started) return { kind: 'started', task: toTask(started) };
+    if (started) return { kind: 'started', task: toStartedTask(started) };
     return { kind: 'not_startable', status: (await this.one(SQL.selectTaskById, [input.id]))?.status };
   }
 
