@@ -420,7 +420,8 @@ try {
   await receiver.close();
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!;
+/** The figure of a variant's rounds: the value at medianIndex, the round whose costs the tables below show. */
+const median = (values: number[]) => values[medianIndex(values)]!;
 const rows = variants.map(({ name }): Record<string, string> => {
   const runs = measured.get(name)!;
   const latencies = runs.at(-1)!.latencies;
@@ -456,7 +457,7 @@ const fixed = (value: number | undefined, digits = 1) => (value === undefined ? 
 console.log(`\nWhat a task costs its store (throughput window${ROUNDS > 1 ? ', the median round' : ''}, per task; PostgreSQL transactions are those that wrote, as transaction ids assigned; statements and round trips counted at the client; SQLite transactions are write commits):\n`);
 console.log('| store | transactions | statements | round trips | WAL bytes | rows written |');
 console.log('|---|---|---|---|---|---|');
-// With rounds, each variant's median round: the one whose tasks/s is the figure judged (`median` picks it the same way).
+// With rounds, each variant's median round: the one whose tasks/s is the figure judged (`median`).
 const shownCosts = variants.map(({ name }) => costs.filter((entry) => entry.name === name)[medianIndex(measured.get(name)!.map((run) => run.tasksPerSecond))]!);
 for (const { name, cost } of shownCosts) {
   console.log(`| ${name} | ${fixed(cost.transactions, 2)} | ${fixed(cost.statements)} | ${fixed(cost.roundTrips)} | ${cost.walBytes.toFixed(0)} | ${fixed(cost.rowsWritten)} |`);

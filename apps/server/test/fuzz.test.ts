@@ -899,8 +899,10 @@ async function lifecycle(w: World, step: Extract<Step, { op: 'lifecycle' }>): Pr
     expect(outcome.kind).toBe(isActive(task.status) ? 'started' : 'not_startable');
     // The task as a read answers it, whatever came before (a start again, a redelivery elsewhere): a start reads back
     // only the columns an active task can hold.
-    if (outcome.kind === 'started') expect(outcome.task).toEqual(await store.findTask(task.id));
-    if (outcome.kind === 'started') task.status = 'processing';
+    if (outcome.kind === 'started') {
+      expect(outcome.task).toEqual(await store.findTask(task.id));
+      task.status = 'processing';
+    }
   } else if (step.action === 'fail') {
     const outcome = await store.failTask({ id: task.id, now: at, code: 'provider_error', message: 'the fuzz failed it' });
     expect(outcome.kind).toBe(isActive(task.status) ? 'failed' : 'already_terminal');
