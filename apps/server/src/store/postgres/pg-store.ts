@@ -171,13 +171,19 @@ const usageTotalsFrom = (table: 'usage_hourly' | 'usage_daily', column: 'hour_st
    GROUP BY 1, 2 ORDER BY 1, 2`;
 
 /**
- * A tasks row's columns, named (kept plans must not return `*`: kept-plans.ts). A column added to tasks that toTask
- * reads goes here too, and in STARTED_COLUMNS if an active task can hold it; the conformance suite compares what the
+ * What a start returns: the columns an active task can hold (toStartedTask says why the rest are not read back: every
+ * column answered is a field node-postgres describes and parses for each result, and whose values it keeps for as long
+ * as the job runs; BENCHMARKS.md, thirty-first pass).
+ */
+export const STARTED_COLUMNS = `id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url,
+  credits_charged, created_at, updated_at, deadline_at`;
+/**
+ * A tasks row's columns, named (kept plans must not return `*`: kept-plans.ts): those of a start, and those its ending
+ * writes. A column added to tasks that toTask reads goes in one of the two; the conformance suite compares what the
  * statements returning these answer with a read.
  */
-const TASK_COLUMNS = `id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url,
-  credits_charged, credits_refunded, output_url, output_expires_at, output_key, error_code, error_message, created_at, updated_at,
-  completed_at, deadline_at`;
+const TASK_COLUMNS = `${STARTED_COLUMNS},
+  credits_refunded, output_url, output_expires_at, output_key, error_code, error_message, completed_at`;
 /** A webhook_deliveries row's columns (as `d`), named as TASK_COLUMNS are. */
 const DELIVERY_COLUMNS = `d.id, d.task_id, d.account_id, d.url, d.event_type, d.body, d.status, d.attempts, d.last_attempt_at, d.next_attempt_at,
   d.created_at, d.updated_at, d.redeliveries`;
@@ -189,13 +195,6 @@ const END_UPSTREAM_TASK = kept(`UPDATE upstream_tasks SET state = 'ended', outco
                            RETURNING channel`);
 
 // kept(): a statement every task sends, whose plan is kept per connection (kept-plans.ts); none returns `*`.
-/**
- * What a start returns: the columns an active task can hold (toStartedTask says why the rest are not read back: every
- * column answered is a field node-postgres describes and parses for each result, and whose values it keeps for as long
- * as the job runs; BENCHMARKS.md, thirty-first pass).
- */
-export const STARTED_COLUMNS = `id, account_id, status, model, prompt, duration, aspect_ratio, resolution, mode, media_urls, metadata, webhook_url,
-  credits_charged, created_at, updated_at, deadline_at`;
 /** Pending deliveries with the account's signing secrets, those of the tasks `where` picks (`d`: the delivery). */
 const pendingDeliveriesWhere = (where: string) => `SELECT ${DELIVERY_COLUMNS}, a.webhook_secret, a.previous_webhook_secret, a.previous_webhook_secret_until
   FROM webhook_deliveries d JOIN accounts a ON a.id = d.account_id WHERE ${where} AND d.status = 'pending'`;
